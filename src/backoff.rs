@@ -1,0 +1,381 @@
+//! Delay arithmetic: capped exponential backoff and its jitters. No I/O, no clock, no sleeping.
+
+use std::time::Duration;
+
+use rand::Rng;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::error::ConfigError;
+
+/// How a delay is drawn below the backoff's ceiling.
+///
+/// With `c(n) = min(max_delay, initial · base^(n−1))` the ceiling before retry `n`:
+///
+/// | jitter         | waits before retry `n`                                   |
+/// |----------------|----------------------------------------------------------|
+/// | `None`         | `c(n)`                                                   |
+/// | `Full`         | `U[0, c(n)]`                                             |
+/// | `Equal`        | `c(n)/2 + U[0, c(n)/2]`                                  |
+/// | `Decorrelated` | `d(n) = min(max_delay, U[initial, 3·d(n−1)])`, `d(0) = initial` |
+///
+/// The formulas are those of "Exponential Backoff and Jitter" (AWS Architecture Blog, 2015). Jitter is
+/// applied *under* the cap, so no jitter ever waits longer than `max_delay`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Jitter {
+    /// No randomness: every client waits exactly the ceiling. Clients that failed together retry together.
+    None,
+    /// Uniform between zero and the ceiling. The default: the least total work for a contended server.
+    Full,
+    /// Half the ceiling, plus uniform up to the other half: never retries almost at once.
+    Equal,
+    /// Uniform between `initial` and three times the previous delay, capped; grows without a base.
+    Decorrelated,
+}
+
+/// Capped exponential backoff with jitter: the delays before retry 1, 2, 3, …
+///
+/// Before retry `n` (that is, after the `n`-th failed attempt) the ceiling is
+///
+/// ```text
+/// c(n) = min(max_delay, initial · base^(n−1))
+/// ```
+///
+/// so 100 ms with base 2 gives ceilings of 100, 200, 400, 800 ms, … The [`Jitter`] then draws the actual
+/// delay at or below the ceiling. `max_delay` is a true maximum: no delay ever exceeds it.
+///
+/// # Default
+///
+/// [`Backoff::exponential`] starts with base `2.0`, `max_delay` 20 s and [`Jitter::Full`];
+/// [`Backoff::fixed`] waits its delay every time, without jitter.
+///
+/// # Saturation
+///
+/// Every computation saturates: any `n` up to `u32::MAX`, any finite base and durations up to
+/// [`Duration::MAX`] give an answer no greater than `max_delay`, never a panic. Setters accept any value;
+/// [`Backoff::validate`] (called by [`RetryPolicy`](crate::RetryPolicy)'s builder) rejects the
+/// meaningless ones with a [`ConfigError`].
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, Jitter};
+///
+/// let backoff = Backoff::exponential(Duration::from_millis(100))
+///     .max_delay(Duration::from_secs(5))
+///     .jitter(Jitter::None);
+/// let delays: Vec<_> = backoff.delays().take(4).collect();
+/// assert_eq!(delays, [100, 200, 400, 800].map(Duration::from_millis));
+///
+/// // Full jitter, reproducibly: every delay is at or below its ceiling.
+/// let backoff = backoff.jitter(Jitter::Full);
+/// for (n, delay) in (1..).zip(backoff.delays_seeded(7).take(10)) {
+///     assert!(delay <= backoff.ceiling(n));
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    initial: Duration,
+    base: f64,
+    max_delay: Duration,
+    jitter: Jitter,
+}
+
+impl Backoff {
+    /// The default `max_delay` of [`Backoff::exponential`]: 20 s.
+    pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
+
+    /// Exponential backoff whose first ceiling is `initial`: base `2.0`, `max_delay` 20 s, full jitter.
+    pub const fn exponential(initial: Duration) -> Self {
+        Self {
+            initial,
+            base: 2.0,
+            max_delay: Self::DEFAULT_MAX_DELAY,
+            jitter: Jitter::Full,
+        }
+    }
+
+    /// The same `delay` before every retry, without jitter (add one with [`Backoff::jitter`]).
+    pub const fn fixed(delay: Duration) -> Self {
+        Self {
+            initial: delay,
+            base: 1.0,
+            max_delay: delay,
+            jitter: Jitter::None,
+        }
+    }
+
+    /// Sets the multiplier between consecutive ceilings. Defaults to `2.0`.
+    ///
+    /// A base below `1.0`, NaN or infinite is refused by [`Backoff::validate`].
+    pub const fn base(mut self, base: f64) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// Sets the largest delay ever returned. Defaults to 20 s ([`Backoff::DEFAULT_MAX_DELAY`]).
+    ///
+    /// A `max_delay` below the initial delay is refused by [`Backoff::validate`]; used anyway, the cap wins.
+    pub const fn max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = max_delay;
+        self
+    }
+
+    /// Sets how delays are drawn below the ceiling. Defaults to [`Jitter::Full`].
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// The first ceiling, `c(1)` before the cap.
+    pub const fn initial(&self) -> Duration {
+        self.initial
+    }
+
+    /// The multiplier between consecutive ceilings.
+    pub const fn get_base(&self) -> f64 {
+        self.base
+    }
+
+    /// The largest delay ever returned.
+    pub const fn get_max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// The jitter in use.
+    pub const fn get_jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// Checks that the configuration means something: a finite base of at least `1.0`, and a `max_delay`
+    /// no smaller than the initial delay.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.base.is_finite() || self.base < 1.0 {
+            return Err(ConfigError::InvalidBase(self.base));
+        }
+        if self.max_delay < self.initial {
+            return Err(ConfigError::MaxDelayBelowInitial {
+                max_delay: self.max_delay,
+                initial: self.initial,
+            });
+        }
+        Ok(())
+    }
+
+    /// The ceiling before retry `n`: `min(max_delay, initial · base^(n−1))`.
+    ///
+    /// `n` counts retries from 1; `ceiling(0)` is treated as `ceiling(1)`. Saturates to `max_delay`.
+    pub fn ceiling(&self, n: u32) -> Duration {
+        let exponent = n.saturating_sub(1);
+        let initial = self.initial.min(self.max_delay);
+        if exponent == 0 || self.base == 1.0 {
+            return initial;
+        }
+        let max_nanos = self.max_delay.as_nanos() as f64;
+        let factor = match i32::try_from(exponent) {
+            Ok(e) => self.base.powi(e),
+            Err(_) => self.base.powf(f64::from(exponent)),
+        };
+        let nanos = initial.as_nanos() as f64 * factor;
+        // `!(a < b)` rather than `a >= b`: a NaN product (NaN base) must saturate too.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(nanos < max_nanos) {
+            return self.max_delay;
+        }
+        // Non-negative and below a `Duration`'s nanoseconds here; `as` saturates a negative product to zero.
+        from_nanos_u128(nanos.round() as u128).min(self.max_delay)
+    }
+
+    /// The jittered delays before retry 1, 2, 3, …, drawn from a generator seeded from OS entropy.
+    ///
+    /// The iterator never ends; `take` what you need.
+    pub fn delays(&self) -> Delays {
+        Delays::new(*self, SmallRng::seed_from_u64(crate::rng::entropy_seed()))
+    }
+
+    /// The jittered delays before retry 1, 2, 3, …, the same sequence for the same `seed`.
+    pub fn delays_seeded(&self, seed: u64) -> Delays {
+        Delays::new(*self, SmallRng::seed_from_u64(seed))
+    }
+}
+
+/// The running state of one sequence of delays: the retry count, the previous delay (for
+/// [`Jitter::Decorrelated`]) and the generator. Allocation-free and lock-free.
+#[derive(Debug, Clone)]
+pub(crate) struct DelayState {
+    retries: u32,
+    previous: Duration,
+    rng: SmallRng,
+}
+
+impl DelayState {
+    pub(crate) fn new(backoff: &Backoff, rng: SmallRng) -> Self {
+        Self {
+            retries: 0,
+            previous: backoff.initial,
+            rng,
+        }
+    }
+
+    /// Draws the delay before the next retry and advances the count.
+    pub(crate) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
+        self.retries = self.retries.saturating_add(1);
+        let delay = match backoff.jitter {
+            Jitter::None => backoff.ceiling(self.retries),
+            Jitter::Full => uniform(&mut self.rng, backoff.ceiling(self.retries)),
+            Jitter::Equal => {
+                let ceiling = backoff.ceiling(self.retries);
+                let half = ceiling / 2;
+                // `ceiling - half` rather than `half` again, so an odd nanosecond is not lost.
+                half + uniform(&mut self.rng, ceiling - half)
+            }
+            Jitter::Decorrelated => {
+                let low = backoff.initial.min(backoff.max_delay);
+                let high = self.previous.saturating_mul(3).min(backoff.max_delay);
+                let delay = low + uniform(&mut self.rng, high.saturating_sub(low));
+                self.previous = delay;
+                delay
+            }
+        };
+        delay.min(backoff.max_delay)
+    }
+
+    /// A uniform draw in `[0, upper]`, for spreading a `Retry-After` floor.
+    pub(crate) fn uniform(&mut self, upper: Duration) -> Duration {
+        uniform(&mut self.rng, upper)
+    }
+}
+
+/// The jittered delays of a [`Backoff`], from [`Backoff::delays`] or [`Backoff::delays_seeded`].
+#[derive(Debug, Clone)]
+pub struct Delays {
+    backoff: Backoff,
+    state: DelayState,
+}
+
+impl Delays {
+    fn new(backoff: Backoff, rng: SmallRng) -> Self {
+        Self {
+            state: DelayState::new(&backoff, rng),
+            backoff,
+        }
+    }
+}
+
+impl Iterator for Delays {
+    type Item = Duration;
+
+    #[inline]
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.state.next_delay(&self.backoff))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
+    }
+}
+
+/// A uniform draw in `[0, upper)` (`[0, 0]` for zero), by Lemire's multiply-shift: one `u64` draw, no
+/// division, no rejection loop. The bias is below `upper / 2^64`, far under a nanosecond.
+#[inline]
+fn uniform(rng: &mut SmallRng, upper: Duration) -> Duration {
+    let r = rng.next_u64();
+    let upper = upper.as_nanos();
+    match u64::try_from(upper) {
+        // Any delay under 584 years: the common path.
+        Ok(upper) => Duration::from_nanos(((u128::from(upper) * u128::from(r)) >> 64) as u64),
+        Err(_) => {
+            // Split the 94-bit nanosecond count so the product cannot overflow 128 bits.
+            let high = (upper >> 64) * u128::from(r);
+            let low = ((upper & u128::from(u64::MAX)) * u128::from(r)) >> 64;
+            from_nanos_u128(high + low)
+        }
+    }
+}
+
+/// `Duration::from_nanos` for a `u128`, saturating at [`Duration::MAX`].
+fn from_nanos_u128(nanos: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    match u64::try_from(nanos / NANOS_PER_SEC) {
+        Ok(secs) => Duration::new(secs, (nanos % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn ceilings_double_from_initial_and_stop_at_the_cap() {
+        let b = Backoff::exponential(100 * MS).max_delay(Duration::from_secs(1));
+        let got: Vec<_> = (1..=6).map(|n| b.ceiling(n)).collect();
+        assert_eq!(got, [100, 200, 400, 800, 1000, 1000].map(|m| m * MS));
+        assert_eq!(b.ceiling(0), 100 * MS);
+    }
+
+    #[test]
+    fn ceilings_follow_a_fractional_base() {
+        let b = Backoff::exponential(Duration::from_secs(1)).base(1.5);
+        let got: Vec<_> = (1..=4).map(|n| b.ceiling(n)).collect();
+        assert_eq!(got, [1000, 1500, 2250, 3375].map(|m| m * MS));
+    }
+
+    #[test]
+    fn ceiling_saturates_for_any_retry_count() {
+        let b = Backoff::exponential(Duration::MAX).max_delay(Duration::MAX);
+        assert_eq!(b.ceiling(u32::MAX), Duration::MAX);
+        let b = Backoff::exponential(MS).base(f64::MAX);
+        assert_eq!(b.ceiling(u32::MAX), Backoff::DEFAULT_MAX_DELAY);
+        assert_eq!(b.ceiling(3), Backoff::DEFAULT_MAX_DELAY);
+        let b = Backoff::exponential(MS).base(1.000_001);
+        assert_eq!(b.ceiling(u32::MAX), Backoff::DEFAULT_MAX_DELAY);
+        assert_eq!(b.ceiling(i32::MAX as u32 + 2), Backoff::DEFAULT_MAX_DELAY);
+    }
+
+    #[test]
+    fn meaningless_settings_still_never_panic_and_respect_the_cap() {
+        for base in [f64::NAN, f64::INFINITY, -3.0, 0.0, 0.5] {
+            let b = Backoff::exponential(10 * MS).base(base).max_delay(MS);
+            for n in [0, 1, 2, 3, 64, u32::MAX] {
+                assert!(b.ceiling(n) <= MS, "base {base}, n {n}");
+            }
+            for jitter in [
+                Jitter::None,
+                Jitter::Full,
+                Jitter::Equal,
+                Jitter::Decorrelated,
+            ] {
+                assert!(b.jitter(jitter).delays_seeded(1).take(50).all(|d| d <= MS));
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_waits_its_delay_every_time() {
+        let b = Backoff::fixed(250 * MS);
+        assert!(b.delays().take(100).all(|d| d == 250 * MS));
+        assert_eq!(b.ceiling(u32::MAX), 250 * MS);
+    }
+
+    #[test]
+    fn uniform_handles_durations_beyond_u64_nanoseconds() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        for _ in 0..1000 {
+            assert!(uniform(&mut rng, Duration::MAX) <= Duration::MAX);
+        }
+        assert_eq!(uniform(&mut rng, Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn seeded_sequences_repeat_and_differ_between_seeds() {
+        let b = Backoff::exponential(100 * MS);
+        let a: Vec<_> = b.delays_seeded(1).take(8).collect();
+        assert_eq!(a, b.delays_seeded(1).take(8).collect::<Vec<_>>());
+        assert_ne!(a, b.delays_seeded(2).take(8).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,551 @@
+//! What an attempt's outcome means: success, retryable (and how safely), or fatal.
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+
+use http::{HeaderMap, Method, StatusCode, Uri};
+
+/// The meaning of one attempt's outcome, as a classifier sees it.
+///
+/// A retryable outcome says how sure we are that the server did not act on the request, because that
+/// decides whether a non-idempotent request (a `POST`) may be sent again:
+///
+/// - [`Outcome::RetrySafe`]: the server surely did not process it (the connection never opened, `429`,
+///   `503`, HTTP/2 `REFUSED_STREAM`); any request may be replayed.
+/// - [`Outcome::RetryIfIdempotent`]: it may have acted (`500`, `502`, `504`, `408`, a timeout, a reset);
+///   only an idempotent method, or a request carrying an `Idempotency-Key`, is replayed.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The attempt succeeded: return it.
+    Success,
+    /// The attempt failed before the server could act on it; any request may be sent again.
+    RetrySafe(Reason),
+    /// The attempt failed, and the server may have acted; only idempotent requests are sent again.
+    RetryIfIdempotent(Reason),
+    /// The attempt failed in a way another attempt will not fix: return it.
+    Fatal,
+}
+
+impl Outcome {
+    /// Whether the outcome is retryable at all (before idempotency and limits are considered).
+    pub const fn is_retryable(&self) -> bool {
+        matches!(self, Self::RetrySafe(_) | Self::RetryIfIdempotent(_))
+    }
+
+    /// The reason of a retryable outcome.
+    pub const fn reason(&self) -> Option<Reason> {
+        match self {
+            Self::RetrySafe(reason) | Self::RetryIfIdempotent(reason) => Some(*reason),
+            Self::Success | Self::Fatal => None,
+        }
+    }
+}
+
+/// Why an attempt is worth retrying; it appears in `tracing` events and retry hooks.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The response's status code.
+    Status(StatusCode),
+    /// The connection could not be made: refused, unreachable, DNS failure, connect timeout.
+    Connect,
+    /// The attempt timed out after the request may have been sent.
+    Timeout,
+    /// The connection was reset, aborted or closed before a complete response.
+    ConnectionClosed,
+    /// HTTP/2 `REFUSED_STREAM`: the server did not process the stream.
+    RefusedStream,
+    /// HTTP/2 graceful `GOAWAY`: the server is shutting the connection down without processing the stream.
+    GoAway,
+    /// A reason given by a custom classifier.
+    Other(&'static str),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status(status) => write!(f, "status {}", status.as_u16()),
+            Self::Connect => f.write_str("connect error"),
+            Self::Timeout => f.write_str("timeout"),
+            Self::ConnectionClosed => f.write_str("connection closed"),
+            Self::RefusedStream => f.write_str("refused stream"),
+            Self::GoAway => f.write_str("goaway"),
+            Self::Other(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// The parts of a request a classifier may look at: its method, where it goes, and its headers.
+///
+/// After the last attempt a request can have, the adapters no longer hold it (no copy is kept for an
+/// attempt that can never be retried): the view then has the method but no target and no headers, and
+/// the classification only decides what [`RetryInfo`](crate::RetryInfo) reports.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    method: &'a Method,
+    target: Target<'a>,
+    headers: Option<&'a HeaderMap>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    Uri(&'a Uri),
+    #[cfg(feature = "reqwest")]
+    Url(&'a reqwest::Url),
+    Unknown,
+}
+
+impl<'a> RequestView<'a> {
+    /// A view of an `http` request's method, URI and headers.
+    pub const fn new(method: &'a Method, uri: &'a Uri, headers: &'a HeaderMap) -> Self {
+        Self {
+            method,
+            target: Target::Uri(uri),
+            headers: Some(headers),
+        }
+    }
+
+    /// A view of a `reqwest` request.
+    #[cfg(feature = "reqwest")]
+    pub fn from_reqwest(request: &'a reqwest::Request) -> Self {
+        Self {
+            method: request.method(),
+            target: Target::Url(request.url()),
+            headers: Some(request.headers()),
+        }
+    }
+
+    /// A view of a request that is no longer at hand: its method only.
+    pub(crate) const fn method_only(method: &'a Method) -> Self {
+        Self {
+            method,
+            target: Target::Unknown,
+            headers: None,
+        }
+    }
+
+    /// The request's method.
+    pub const fn method(&self) -> &'a Method {
+        self.method
+    }
+
+    /// The path of the request's target, if known.
+    pub fn path(&self) -> Option<&'a str> {
+        match self.target {
+            Target::Uri(uri) => Some(uri.path()),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => Some(url.path()),
+            Target::Unknown => None,
+        }
+    }
+
+    /// The host of the request's target, if known.
+    pub fn host(&self) -> Option<&'a str> {
+        match self.target {
+            Target::Uri(uri) => uri.host(),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => url.host_str(),
+            Target::Unknown => None,
+        }
+    }
+
+    /// The request's headers, if known.
+    pub const fn headers(&self) -> Option<&'a HeaderMap> {
+        self.headers
+    }
+
+    /// Whether sending the request twice has the effect of sending it once: `GET`, `HEAD`, `OPTIONS`,
+    /// `TRACE`, `PUT` and `DELETE` (RFC 9110 §9.2.2), or any request carrying an `Idempotency-Key` header.
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            *self.method,
+            Method::GET
+                | Method::HEAD
+                | Method::OPTIONS
+                | Method::TRACE
+                | Method::PUT
+                | Method::DELETE
+        ) || self
+            .headers
+            .is_some_and(|h| h.contains_key(IDEMPOTENCY_KEY))
+    }
+}
+
+impl fmt::Display for RequestView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.target {
+            Target::Uri(uri) => write!(f, "{} {uri}", self.method),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => write!(f, "{} {url}", self.method),
+            Target::Unknown => write!(f, "{}", self.method),
+        }
+    }
+}
+
+/// The `Idempotency-Key` header (IETF draft `httpapi-idempotency-key-header`).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// What an attempt produced, as a classifier sees it: a response's status and headers, or an error.
+#[derive(Debug, Clone, Copy)]
+pub enum AttemptResult<'a> {
+    /// The server answered.
+    Response {
+        /// The response's status.
+        status: StatusCode,
+        /// The response's headers.
+        headers: &'a HeaderMap,
+    },
+    /// The attempt failed without a response.
+    Error(&'a (dyn Error + 'static)),
+}
+
+/// Decides what an HTTP attempt's outcome means.
+///
+/// Implemented for closures `Fn(&RequestView, &AttemptResult) -> Outcome`. To extend the default rather
+/// than replace it, fall back to [`DefaultClassifier`]:
+///
+/// ```
+/// use http::StatusCode;
+/// use stagger::{AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason, RequestView};
+///
+/// // Also retry 409 Conflict, which this service uses for "try again".
+/// let classify = |req: &RequestView<'_>, result: &AttemptResult<'_>| match result {
+///     AttemptResult::Response { status: StatusCode::CONFLICT, .. } => {
+///         Outcome::RetryIfIdempotent(Reason::Status(StatusCode::CONFLICT))
+///     }
+///     _ => DefaultClassifier.classify(req, result),
+/// };
+/// # let _ = stagger::RetryPolicy::builder().classifier(classify);
+/// ```
+pub trait ClassifyHttp: Send + Sync + 'static {
+    /// Classifies one attempt of `request`.
+    fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome;
+}
+
+impl<F> ClassifyHttp for F
+where
+    F: Fn(&RequestView<'_>, &AttemptResult<'_>) -> Outcome + Send + Sync + 'static,
+{
+    fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+        self(request, result)
+    }
+}
+
+/// The default HTTP classifier.
+///
+/// | outcome | statuses | errors |
+/// |---|---|---|
+/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS); HTTP/2 `REFUSED_STREAM`, graceful `GOAWAY` |
+/// | [`Outcome::RetryIfIdempotent`] | 408, 500, 502, 504 and every other 5xx but 501 and 505 | timeouts; connection reset, aborted or closed before the response |
+/// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, and unrecognised errors |
+/// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
+///
+/// Errors are recognised by walking their [`source`](Error::source) chain: `std::io::Error` kinds,
+/// `reqwest::Error` (feature `reqwest`), `hyper::Error` and `hyper_util`'s client error (features `hyper`,
+/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultClassifier;
+
+impl ClassifyHttp for DefaultClassifier {
+    fn classify(&self, _request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+        match *result {
+            AttemptResult::Response { status, .. } => classify_status(status),
+            AttemptResult::Error(error) => classify_error(error),
+        }
+    }
+}
+
+/// The default classification of a status code; see [`DefaultClassifier`].
+pub fn classify_status(status: StatusCode) -> Outcome {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+            Outcome::RetrySafe(Reason::Status(status))
+        }
+        StatusCode::REQUEST_TIMEOUT => Outcome::RetryIfIdempotent(Reason::Status(status)),
+        StatusCode::NOT_IMPLEMENTED | StatusCode::HTTP_VERSION_NOT_SUPPORTED => Outcome::Fatal,
+        s if s.is_server_error() => Outcome::RetryIfIdempotent(Reason::Status(status)),
+        s if s.is_client_error() => Outcome::Fatal,
+        _ => Outcome::Success,
+    }
+}
+
+/// The default classification of an error without a response; see [`DefaultClassifier`].
+///
+/// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
+/// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
+/// start.
+pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
+    // A TLS certificate failure surfaces as a connect error; no retry will make the certificate valid.
+    if chain(error).any(is_tls_failure) {
+        return Outcome::Fatal;
+    }
+    for e in chain(error) {
+        if let Some(outcome) = recognise(e) {
+            return outcome;
+        }
+    }
+    Outcome::Fatal
+}
+
+fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(error), |&e| e.source())
+}
+
+fn is_tls_failure(e: &(dyn Error + 'static)) -> bool {
+    // A client error's message includes the URL, which may well contain these words.
+    #[cfg(feature = "reqwest")]
+    if e.is::<reqwest::Error>() {
+        return false;
+    }
+    #[cfg(feature = "hyper-util")]
+    if e.is::<hyper_util::client::legacy::Error>() {
+        return false;
+    }
+    // Neither rustls nor native-tls is a dependency of this crate, so their errors are known by their
+    // words: both say "certificate" for every verification failure, and "handshake" for the rest.
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("certificate") || text.contains("handshake")
+}
+
+fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
+    #[cfg(feature = "reqwest")]
+    if let Some(e) = e.downcast_ref::<reqwest::Error>() {
+        if e.is_connect() {
+            return Some(Outcome::RetrySafe(Reason::Connect));
+        }
+        if e.is_timeout() {
+            return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+        }
+        if e.is_builder() || e.is_redirect() || e.is_decode() || e.is_status() {
+            return Some(Outcome::Fatal);
+        }
+        // `is_request`/`is_body`: the cause further down the chain decides.
+        return None;
+    }
+    #[cfg(feature = "hyper-util")]
+    if let Some(e) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+        if e.is_connect() {
+            return Some(Outcome::RetrySafe(Reason::Connect));
+        }
+        return None;
+    }
+    #[cfg(feature = "h2")]
+    if let Some(e) = e.downcast_ref::<h2::Error>() {
+        return recognise_h2(e);
+    }
+    #[cfg(feature = "hyper")]
+    if let Some(e) = e.downcast_ref::<hyper::Error>() {
+        if e.is_timeout() {
+            return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+        }
+        if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+            return Some(Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+        }
+        return None;
+    }
+    if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
+        return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+    }
+    if let Some(e) = e.downcast_ref::<io::Error>() {
+        return recognise_io(e.kind());
+    }
+    None
+}
+
+fn recognise_io(kind: io::ErrorKind) -> Option<Outcome> {
+    use io::ErrorKind::*;
+    match kind {
+        ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable
+        | NetworkDown => Some(Outcome::RetrySafe(Reason::Connect)),
+        TimedOut | WouldBlock => Some(Outcome::RetryIfIdempotent(Reason::Timeout)),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | NotConnected => {
+            Some(Outcome::RetryIfIdempotent(Reason::ConnectionClosed))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(feature = "h2")]
+fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
+    if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+        return Some(Outcome::RetrySafe(Reason::RefusedStream));
+    }
+    if e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR) {
+        return Some(Outcome::RetrySafe(Reason::GoAway));
+    }
+    if e.is_io() {
+        return e.get_io().and_then(|io| recognise_io(io.kind()));
+    }
+    None
+}
+
+/// Gives the classifier a `&dyn Error` view of an error type.
+///
+/// Implemented for the errors of the clients this crate supports and for boxed errors (what
+/// `tower::timeout` and `tower::util::BoxService` produce). For an error type of your own, return `self`.
+pub trait AsError {
+    /// This error as a trait object.
+    fn as_error(&self) -> &(dyn Error + 'static);
+}
+
+macro_rules! as_error_for {
+    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {$(
+        $(#[cfg(feature = $feature)])?
+        impl AsError for $ty {
+            fn as_error(&self) -> &(dyn Error + 'static) {
+                self
+            }
+        }
+    )*};
+}
+
+as_error_for!(
+    io::Error,
+    http::Error,
+    tower::timeout::error::Elapsed,
+    tokio::time::error::Elapsed,
+    reqwest::Error: "reqwest",
+    hyper::Error: "hyper",
+    hyper_util::client::legacy::Error: "hyper-util",
+    h2::Error: "h2",
+);
+
+impl AsError for Box<dyn Error + Send + Sync> {
+    fn as_error(&self) -> &(dyn Error + 'static) {
+        &**self
+    }
+}
+
+impl AsError for Box<dyn Error + Send> {
+    fn as_error(&self) -> &(dyn Error + 'static) {
+        &**self
+    }
+}
+
+impl AsError for Box<dyn Error> {
+    fn as_error(&self) -> &(dyn Error + 'static) {
+        &**self
+    }
+}
+
+impl AsError for std::convert::Infallible {
+    fn as_error(&self) -> &(dyn Error + 'static) {
+        match *self {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_table() {
+        let safe = [429, 503];
+        let if_idempotent = [408, 500, 502, 504, 506, 507, 508, 510, 511, 599];
+        let fatal = [
+            400, 401, 403, 404, 405, 409, 410, 413, 422, 451, 499, 501, 505,
+        ];
+        let success = [100, 200, 201, 204, 301, 302, 304, 307];
+        for code in safe {
+            let s = StatusCode::from_u16(code).unwrap();
+            assert_eq!(
+                classify_status(s),
+                Outcome::RetrySafe(Reason::Status(s)),
+                "{code}"
+            );
+        }
+        for code in if_idempotent {
+            let s = StatusCode::from_u16(code).unwrap();
+            assert_eq!(
+                classify_status(s),
+                Outcome::RetryIfIdempotent(Reason::Status(s)),
+                "{code}"
+            );
+        }
+        for code in fatal {
+            assert_eq!(
+                classify_status(StatusCode::from_u16(code).unwrap()),
+                Outcome::Fatal,
+                "{code}"
+            );
+        }
+        for code in success {
+            assert_eq!(
+                classify_status(StatusCode::from_u16(code).unwrap()),
+                Outcome::Success,
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn io_errors_anywhere_in_the_chain() {
+        #[derive(Debug)]
+        struct Wrapper(io::Error);
+        impl fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("client error")
+            }
+        }
+        impl Error for Wrapper {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = |kind| Wrapper(io::Error::new(kind, "boom"));
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::ConnectionRefused)),
+            Outcome::RetrySafe(Reason::Connect)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::ConnectionReset)),
+            Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::TimedOut)),
+            Outcome::RetryIfIdempotent(Reason::Timeout)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
+            Outcome::Fatal
+        );
+        let tls = Wrapper(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        assert_eq!(classify_error(&tls), Outcome::Fatal);
+    }
+
+    #[test]
+    fn timeouts_from_tower_are_retryable_if_idempotent() {
+        let boxed: Box<dyn Error + Send + Sync> = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(
+            classify_error(boxed.as_error()),
+            Outcome::RetryIfIdempotent(Reason::Timeout)
+        );
+    }
+
+    #[test]
+    fn idempotency_by_method_and_key() {
+        let uri = Uri::from_static("http://example.com/");
+        let empty = HeaderMap::new();
+        let mut keyed = HeaderMap::new();
+        keyed.insert("Idempotency-Key", "8e03978e".parse().unwrap());
+        for m in [
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::TRACE,
+            Method::PUT,
+            Method::DELETE,
+        ] {
+            assert!(RequestView::new(&m, &uri, &empty).is_idempotent(), "{m}");
+        }
+        for m in [Method::POST, Method::PATCH, Method::CONNECT] {
+            assert!(!RequestView::new(&m, &uri, &empty).is_idempotent(), "{m}");
+            assert!(RequestView::new(&m, &uri, &keyed).is_idempotent(), "{m}");
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! What both HTTP adapters share: turning an attempt of an HTTP request into an [`Attempt`].
+
+use std::time::SystemTime;
+
+use http::header::RETRY_AFTER;
+use http::{Extensions, HeaderMap, StatusCode};
+
+use crate::classify::{AsError, AttemptResult, RequestView};
+use crate::policy::{Attempt, RetryInfo, RetryPolicy};
+use crate::retry_after::parse_retry_after;
+
+/// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
+pub trait HttpResponse {
+    /// The response's status.
+    fn status(&self) -> StatusCode;
+    /// The response's headers.
+    fn headers(&self) -> &HeaderMap;
+    /// The response's extensions, where [`RetryInfo`] is put.
+    fn extensions_mut(&mut self) -> &mut Extensions;
+}
+
+impl<B> HttpResponse for http::Response<B> {
+    fn status(&self) -> StatusCode {
+        self.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.headers()
+    }
+    fn extensions_mut(&mut self) -> &mut Extensions {
+        self.extensions_mut()
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl HttpResponse for reqwest::Response {
+    fn status(&self) -> StatusCode {
+        self.status()
+    }
+    fn headers(&self) -> &HeaderMap {
+        self.headers()
+    }
+    fn extensions_mut(&mut self) -> &mut Extensions {
+        self.extensions_mut()
+    }
+}
+
+/// Classifies one attempt with the policy's classifier and gathers what the state machine needs:
+/// idempotency from the request, `Retry-After` from a retryable response.
+pub(crate) fn judge<Res, E>(
+    policy: &RetryPolicy,
+    request: &RequestView<'_>,
+    result: &Result<Res, E>,
+    replayable: bool,
+) -> Attempt
+where
+    Res: HttpResponse,
+    E: AsError,
+{
+    let seen = match result {
+        Ok(response) => AttemptResult::Response {
+            status: response.status(),
+            headers: response.headers(),
+        },
+        Err(error) => AttemptResult::Error(error.as_error()),
+    };
+    let outcome = policy.classifier().classify(request, &seen);
+    let retry_after = match (&seen, outcome.is_retryable()) {
+        (AttemptResult::Response { headers, .. }, true) => headers
+            .get(RETRY_AFTER)
+            .and_then(|value| parse_retry_after(value, SystemTime::now())),
+        _ => None,
+    };
+    Attempt::new(outcome)
+        .idempotent(request.is_idempotent())
+        .replayable(replayable)
+        .retry_after(retry_after)
+}
+
+/// Puts what happened into the final response, if there is one.
+pub(crate) fn record<Res: HttpResponse, E>(result: &mut Result<Res, E>, info: RetryInfo) {
+    if let Ok(response) = result {
+        response.extensions_mut().insert(info);
+    }
+}

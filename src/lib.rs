@@ -1,0 +1,85 @@
+//! Retries for HTTP clients that do not stampede.
+//!
+//! Clients that fail together retry together, and a naive retry loop turns a short outage into a herd
+//! that knocks the recovering server down again. stagger retries with **capped exponential backoff and
+//! full jitter**, treats a server's **`Retry-After` as a floor** and spreads the clients that received the
+//! same one, respects **idempotency**, and bounds the extra load with **`max_retries`, one deadline and a
+//! retry budget**.
+//!
+//! One I/O-free engine decides — [`RetryPolicy`] and its per-request [`RetryState`] — and thin adapters
+//! sleep and send:
+//!
+//! - [`RetryLayer`], a `tower::Layer` for `reqwest::Client`, hyper-util's client and any `tower::Service`
+//!   over `http` types (feature `tower`, on by default);
+//! - [`RetryMiddleware`] for `reqwest-middleware` (feature `reqwest-middleware`);
+//! - [`retry()`] for any async operation: reconnect loops, restarting workers.
+//!
+//! # The delay convention
+//!
+//! Before retry `n` (after the `n`-th failed attempt) the ceiling is `c(n) = min(max_delay,
+//! initial · base^(n−1))`: 100, 200, 400, 800 ms for 100 ms and base 2. [`Jitter::Full`] waits
+//! `U[0, c(n)]`; see [`Jitter`] for the others. No delay ever exceeds `max_delay`.
+//!
+//! # Defaults
+//!
+//! | setting | default |
+//! |---|---|
+//! | backoff | exponential from 100 ms, base 2, `max_delay` 20 s, full jitter |
+//! | `max_retries` | 3 |
+//! | `max_elapsed` | none |
+//! | `Retry-After` | a floor, spread over `max(c(n), F/2)` after it; over 30 s: stop |
+//! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
+//! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
+//! | jitter seed | OS entropy; one stream per request |
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `tower` (default) | [`RetryLayer`] |
+//! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier |
+//! | `reqwest-middleware` | [`RetryMiddleware`] |
+//! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+mod backoff;
+mod budget;
+mod classify;
+mod error;
+mod http;
+mod policy;
+mod replay;
+mod retry;
+mod retry_after;
+mod rng;
+
+#[cfg(feature = "reqwest-middleware")]
+mod reqwest;
+#[cfg(feature = "tower")]
+pub mod tower;
+
+pub use crate::backoff::{Backoff, Delays, Jitter};
+pub use crate::classify::{
+    AsError, AttemptResult, ClassifyHttp, DefaultClassifier, IDEMPOTENCY_KEY, Outcome, Reason,
+    RequestView, classify_error, classify_status,
+};
+pub use crate::error::ConfigError;
+pub use crate::http::HttpResponse;
+pub use crate::policy::{
+    Attempt, Decision, RetryAfterMode, RetryEvent, RetryInfo, RetryPolicy, RetryPolicyBuilder,
+    RetryState, StopReason,
+};
+pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
+pub use crate::retry::retry;
+pub use crate::retry_after::parse_retry_after;
+
+#[cfg(feature = "reqwest-middleware")]
+pub use crate::reqwest::RetryMiddleware;
+#[cfg(feature = "tower")]
+pub use crate::tower::RetryLayer;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,187 @@
+//! `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP-date, as a duration from now.
+
+use std::time::{Duration, SystemTime};
+
+use http::HeaderValue;
+
+/// Parses a `Retry-After` value into how long the server asked the client to wait, measured from `now`.
+///
+/// Accepted, per RFC 9110 §10.2.3, with optional surrounding spaces or tabs:
+///
+/// - **delta-seconds**: one or more ASCII digits (`"120"`). A value too large for a [`Duration`] saturates
+///   to the largest one, so a policy's cap on `Retry-After` still applies to it.
+/// - **HTTP-date** in any of its three forms: IMF-fixdate (`"Sun, 06 Nov 1994 08:49:37 GMT"`), the obsolete
+///   RFC 850 form (`"Sunday, 06-Nov-94 08:49:37 GMT"`) and asctime (`"Sun Nov  6 08:49:37 1994"`). A date at or
+///   before `now` is [`Duration::ZERO`]: the server allows a retry at once.
+///
+/// Anything else returns `None`, which callers treat as if the header were absent (never as zero): an empty
+/// value, a negative, signed (`"+5"`), fractional (`"1.5"`), exponent or hexadecimal number, trailing
+/// garbage (`"5s"`), a comma-separated list, non-ASCII bytes, a malformed or impossible date.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::HeaderValue;
+/// use stagger::parse_retry_after;
+///
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_770); // Sun, 06 Nov 1994 08:49:30 GMT
+/// let parse = |v: &'static str| parse_retry_after(&HeaderValue::from_static(v), now);
+/// assert_eq!(parse("120"), Some(Duration::from_secs(120)));
+/// assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::from_secs(7)));
+/// assert_eq!(parse("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO));
+/// assert_eq!(parse("-1"), None);
+/// assert_eq!(parse("1.5"), None);
+/// ```
+pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let bytes = trim_ows(value.as_bytes());
+    let first = *bytes.first()?;
+    if first.is_ascii_digit() {
+        return parse_delta_seconds(bytes);
+    }
+    // Every HTTP-date starts with a day name; anything else (a sign, a dot) is not one.
+    if !first.is_ascii_alphabetic() {
+        return None;
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let when = httpdate::parse_http_date(text).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// `1*DIGIT`, saturating at the largest `Duration` rather than failing on overflow.
+fn parse_delta_seconds(digits: &[u8]) -> Option<Duration> {
+    let mut secs: u64 = 0;
+    let mut overflowed = false;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        let digit = u64::from(b - b'0');
+        match secs.checked_mul(10).and_then(|s| s.checked_add(digit)) {
+            Some(s) => secs = s,
+            None => overflowed = true,
+        }
+    }
+    Some(if overflowed {
+        Duration::MAX
+    } else {
+        Duration::from_secs(secs)
+    })
+}
+
+/// Strips optional whitespace (SP / HTAB) around a field value, as RFC 9110 §5.5 allows.
+fn trim_ows(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sun, 06 Nov 1994 08:49:37 GMT, the RFC's example date.
+    const RFC_DATE: u64 = 784_111_777;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn parse(value: &[u8], now: SystemTime) -> Option<Duration> {
+        parse_retry_after(&HeaderValue::from_bytes(value).unwrap(), now)
+    }
+
+    #[test]
+    fn delta_seconds() {
+        let now = at(RFC_DATE);
+        for (input, want) in [
+            (&b"0"[..], 0),
+            (b"1", 1),
+            (b"120", 120),
+            (b"007", 7),
+            (b" 30\t", 30),
+            (b"86400", 86_400),
+        ] {
+            assert_eq!(
+                parse(input, now),
+                Some(Duration::from_secs(want)),
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn huge_delta_saturates() {
+        let now = at(RFC_DATE);
+        assert_eq!(
+            parse(b"18446744073709551615", now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(parse(b"18446744073709551616", now), Some(Duration::MAX));
+        assert_eq!(parse(&[b'9'; 400], now), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn all_three_date_forms() {
+        let now = at(RFC_DATE - 10);
+        for form in [
+            &b"Sun, 06 Nov 1994 08:49:37 GMT"[..],
+            b"Sunday, 06-Nov-94 08:49:37 GMT",
+            b"Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(parse(form, now), Some(Duration::from_secs(10)), "{form:?}");
+        }
+    }
+
+    #[test]
+    fn past_and_present_dates_are_zero() {
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        assert_eq!(parse(date, at(RFC_DATE)), Some(Duration::ZERO));
+        assert_eq!(parse(date, at(RFC_DATE + 3600)), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn malformed_values_are_absent_not_zero() {
+        let now = at(RFC_DATE - 10);
+        let malformed: &[&[u8]] = &[
+            b"",
+            b" ",
+            b"\t",
+            b"-1",
+            b"-0",
+            b"+5",
+            b"1.5",
+            b"1.0",
+            b".5",
+            b"1e3",
+            b"0x10",
+            b"5s",
+            b"5 s",
+            b"10, 20",
+            b"1 2",
+            b"seconds",
+            b"NaN",
+            b"inf",
+            b"\xc2\xb2",
+            b"\xd9\xa3",
+            b"Sun, 06 Nov 1994 08:49:37",
+            b"Sun, 06 Nov 1994 25:49:37 GMT",
+            b"Sun, 32 Nov 1994 08:49:37 GMT",
+            b"Mon, 06 Nov 1994 08:49:37 GMT junk",
+            b"06 Nov 1994 08:49:37 GMT",
+            b"Sun, 06 Nov 1994 08:49:37 UTC",
+            b"1994-11-06T08:49:37Z",
+        ];
+        assert!(malformed.len() >= 20);
+        for value in malformed {
+            assert_eq!(
+                parse(value, now),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Why not `tower::retry::Retry` driven through `tower::retry::Policy`: its future only consults the
+//! policy when it holds a copy of the request, so the last allowed attempt, which must be sent without a
+//! copy, would come back without being judged, and without [`RetryInfo`](crate::RetryInfo) in its
+//! extensions. The future below is the same three-state loop with that gap closed; every decision is
+//! still the core state machine's.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use ::tower::Service;
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+
+use crate::policy::{Decision, RetryState};
+use crate::replay::{Held, Replay};
+
+pin_project! {
+    /// The response future of [`Retry`](super::Retry).
+    pub struct ResponseFuture<S, Req, R>
+    where
+        S: Service<Req>,
+        R: Replay<Req, S::Response, S::Error>,
+    {
+        #[pin]
+        state: State<S::Future>,
+        service: S,
+        retry: RetryState,
+        replay: R,
+        held: Option<Held<Req, R::Kept>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Called { #[pin] future: F },
+        // Boxed: a `Sleep` is large, and only a retry needs one.
+        Sleeping { sleep: Pin<Box<Sleep>> },
+        Retrying,
+    }
+}
+
+impl<S, Req, R> std::fmt::Debug for ResponseFuture<S, Req, R>
+where
+    S: Service<Req>,
+    R: Replay<Req, S::Response, S::Error>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, R> ResponseFuture<S, Req, R>
+where
+    S: Service<Req>,
+    R: Replay<Req, S::Response, S::Error>,
+{
+    pub(crate) fn new(mut service: S, retry: RetryState, replay: R, request: Req) -> Self {
+        let held = Held::prepare(&retry, &replay, &request);
+        let future = service.call(request);
+        Self {
+            state: State::Called { future },
+            service,
+            retry,
+            replay,
+            held: Some(held),
+        }
+    }
+}
+
+impl<S, Req, R> Future for ResponseFuture<S, Req, R>
+where
+    S: Service<Req>,
+    R: Replay<Req, S::Response, S::Error>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Called { future } => {
+                    let mut result = ready!(future.poll(cx));
+                    let Some(held) = this.held.as_ref() else {
+                        unreachable!("the request is held from `new` until a retry");
+                    };
+                    let (sent, replayable) = held.sent();
+                    let attempt =
+                        this.replay
+                            .attempt(this.retry.policy(), sent, &result, replayable);
+                    match this.retry.decide(attempt) {
+                        Decision::Retry(delay) => {
+                            // Dropped before the sleep, so its connection goes back to the pool now.
+                            drop(result);
+                            this.state.set(State::Sleeping {
+                                sleep: Box::pin(tokio::time::sleep(delay)),
+                            });
+                        }
+                        Decision::Stop(_) => {
+                            this.replay.record(&mut result, this.retry.info());
+                            return Poll::Ready(result);
+                        }
+                    }
+                }
+                StateProj::Sleeping { sleep } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    this.state.set(State::Retrying);
+                }
+                StateProj::Retrying => {
+                    ready!(this.service.poll_ready(cx))?;
+                    // `decide` retries only a replayable attempt, which is one whose copy is held.
+                    let Some(Held::Copy(request)) = this.held.take() else {
+                        unreachable!("a retry is decided only for a request with a copy");
+                    };
+                    *this.held = Some(Held::prepare(this.retry, this.replay, &request));
+                    let future = this.service.call(request);
+                    this.state.set(State::Called { future });
+                }
+            }
+        }
+    }
+}

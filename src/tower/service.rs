@@ -1,0 +1,69 @@
+use std::task::{Context, Poll};
+
+use ::tower::Service;
+
+use super::future::ResponseFuture;
+use crate::policy::RetryPolicy;
+use crate::replay::{HttpReplay, Replay};
+
+/// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).
+#[derive(Debug, Clone)]
+pub struct Retry<S, R = HttpReplay> {
+    inner: S,
+    policy: RetryPolicy,
+    replay: R,
+}
+
+impl<S, R> Retry<S, R> {
+    /// Wraps `inner`, retrying under `policy` with `replay` copying and judging its requests.
+    pub const fn new(inner: S, policy: RetryPolicy, replay: R) -> Self {
+        Self {
+            inner,
+            policy,
+            replay,
+        }
+    }
+
+    /// The policy in use.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    /// A reference to the inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// A mutable reference to the inner service.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, R, Req> Service<Req> for Retry<S, R>
+where
+    S: Service<Req> + Clone,
+    R: Replay<Req, S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, Req, R>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        // The service that was driven to readiness takes this call; a clone, not yet ready, stays behind
+        // for the caller's next `poll_ready`. The future keeps the ready one for its retries and polls it
+        // ready again before each.
+        let clone = self.inner.clone();
+        let service = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::new(service, self.policy.start(), self.replay.clone(), request)
+    }
+}
