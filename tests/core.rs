@@ -1,0 +1,643 @@
+//! The I/O-free engine: delay arithmetic, jitter bounds and statistics, configuration errors, and the
+//! state machine's decisions.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use http::StatusCode;
+use proptest::prelude::*;
+use stagger::{
+    Attempt, Backoff, ConfigError, Decision, Jitter, Outcome, Reason, RetryAfterMode, RetryPolicy,
+    StopReason,
+};
+
+const MS: Duration = Duration::from_millis(1);
+const JITTERS: [Jitter; 4] = [
+    Jitter::None,
+    Jitter::Full,
+    Jitter::Equal,
+    Jitter::Decorrelated,
+];
+
+fn unavailable() -> Outcome {
+    Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE))
+}
+
+fn internal_error() -> Outcome {
+    Outcome::RetryIfIdempotent(Reason::Status(StatusCode::INTERNAL_SERVER_ERROR))
+}
+
+fn base() -> stagger::RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .backoff(Backoff::exponential(100 * MS).jitter(Jitter::None))
+        .no_budget()
+        .seed(7)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Ceilings and delays
+
+#[test]
+fn exponential_ceilings_table() {
+    let table: &[(Backoff, &[u64])] = &[
+        (
+            Backoff::exponential(100 * MS),
+            &[100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000],
+        ),
+        (
+            Backoff::exponential(100 * MS).max_delay(Duration::from_secs(1)),
+            &[100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000, 1000],
+        ),
+        (
+            Backoff::exponential(10 * MS).base(3.0),
+            &[10, 30, 90, 270, 810, 2430, 7290, 20000, 20000, 20000],
+        ),
+        (Backoff::fixed(250 * MS), &[250; 10]),
+        (Backoff::exponential(Duration::ZERO), &[0; 10]),
+    ];
+    for (backoff, want) in table {
+        let got: Vec<u64> = (1..=10)
+            .map(|n| backoff.ceiling(n).as_millis() as u64)
+            .collect();
+        assert_eq!(&got, want, "{backoff:?}");
+    }
+}
+
+#[test]
+fn no_jitter_waits_exactly_the_ceiling() {
+    let backoff = Backoff::exponential(100 * MS).jitter(Jitter::None);
+    let got: Vec<_> = backoff.delays_seeded(0).take(5).collect();
+    assert_eq!(got, [100, 200, 400, 800, 1600].map(|m| m * MS));
+}
+
+#[test]
+fn decorrelated_starts_from_initial_and_never_exceeds_three_times_the_previous() {
+    let backoff = Backoff::exponential(10 * MS)
+        .max_delay(Duration::from_secs(60))
+        .jitter(Jitter::Decorrelated);
+    let mut previous = 10 * MS;
+    for delay in backoff.delays_seeded(11).take(1000) {
+        assert!(
+            delay >= 10 * MS && delay <= previous * 3,
+            "{delay:?} after {previous:?}"
+        );
+        previous = delay;
+    }
+}
+
+fn any_backoff() -> impl Strategy<Value = Backoff> {
+    let duration = prop_oneof![
+        (0u64..10_000_000_000).prop_map(Duration::from_nanos),
+        any::<u64>().prop_map(Duration::from_secs),
+        Just(Duration::MAX),
+    ];
+    let base = prop_oneof![1.0f64..10.0, 1.0f64..f64::MAX, Just(f64::MAX), Just(1.0)];
+    let jitter = prop::sample::select(JITTERS.to_vec());
+    (duration.clone(), duration, base, jitter).prop_map(|(a, b, base, jitter)| {
+        let (initial, max_delay) = if a <= b { (a, b) } else { (b, a) };
+        Backoff::exponential(initial)
+            .max_delay(max_delay)
+            .base(base)
+            .jitter(jitter)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_cap_is_a_true_maximum_for_every_jitter(backoff in any_backoff(), seed in any::<u64>()) {
+        prop_assert!(backoff.validate().is_ok());
+        for (n, delay) in (1..).zip(backoff.delays_seeded(seed).take(64)) {
+            prop_assert!(delay <= backoff.get_max_delay());
+            let ceiling = backoff.ceiling(n);
+            match backoff.get_jitter() {
+                Jitter::None => prop_assert_eq!(delay, ceiling),
+                Jitter::Full => prop_assert!(delay <= ceiling),
+                Jitter::Equal => prop_assert!(delay >= ceiling / 2 && delay <= ceiling),
+                Jitter::Decorrelated => prop_assert!(delay >= backoff.initial()),
+                _ => unreachable!(),
+            }
+        }
+    }
+
+    #[test]
+    fn ceilings_saturate_and_never_shrink(backoff in any_backoff(), n in any::<u32>()) {
+        let ceiling = backoff.ceiling(n);
+        prop_assert!(ceiling <= backoff.get_max_delay());
+        prop_assert!(backoff.ceiling(n.saturating_add(1)) >= ceiling);
+        prop_assert!(ceiling >= backoff.initial().min(backoff.get_max_delay()));
+    }
+
+    #[test]
+    fn huge_retry_counts_answer_max_delay(initial_ms in 1u64..1_000_000, base in 1.5f64..1e6) {
+        let backoff = Backoff::exponential(Duration::from_millis(initial_ms))
+            .max_delay(Duration::from_secs(1_000_000))
+            .base(base);
+        prop_assert_eq!(backoff.ceiling(u32::MAX), Duration::from_secs(1_000_000));
+    }
+
+    #[test]
+    fn setters_never_panic_whatever_the_values(
+        initial in any::<u64>(), max in any::<u64>(), base in any::<f64>(), n in any::<u32>(), seed in any::<u64>(),
+    ) {
+        for jitter in JITTERS {
+            let backoff = Backoff::exponential(Duration::from_nanos(initial))
+                .max_delay(Duration::from_nanos(max))
+                .base(base)
+                .jitter(jitter);
+            let _ = backoff.validate();
+            prop_assert!(backoff.ceiling(n) <= Duration::from_nanos(max));
+            for delay in backoff.delays_seeded(seed).take(8) {
+                prop_assert!(delay <= Duration::from_nanos(max));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Statistics, with fixed seeds so they are reproducible
+
+fn draws(jitter: Jitter, ceiling: Duration, count: usize) -> Vec<f64> {
+    Backoff::fixed(ceiling)
+        .jitter(jitter)
+        .delays_seeded(0x5eed)
+        .take(count)
+        .map(|d| d.as_secs_f64() / ceiling.as_secs_f64())
+        .collect()
+}
+
+#[test]
+fn full_jitter_mean_is_half_the_ceiling_within_two_percent() {
+    let xs = draws(Jitter::Full, Duration::from_secs(1), 100_000);
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    assert!((mean - 0.5).abs() < 0.5 * 0.02, "mean {mean}");
+}
+
+#[test]
+fn equal_jitter_mean_is_three_quarters_of_the_ceiling_within_two_percent() {
+    let xs = draws(Jitter::Equal, Duration::from_secs(1), 100_000);
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    assert!((mean - 0.75).abs() < 0.75 * 0.02, "mean {mean}");
+    assert!(xs.iter().all(|&x| (0.5..=1.0).contains(&x)));
+}
+
+#[test]
+fn full_jitter_is_uniform_by_a_chi_square_test() {
+    const BINS: usize = 20;
+    let xs = draws(Jitter::Full, Duration::from_millis(1000), 100_000);
+    let mut counts = [0usize; BINS];
+    for x in &xs {
+        counts[((x * BINS as f64) as usize).min(BINS - 1)] += 1;
+    }
+    let expected = xs.len() as f64 / BINS as f64;
+    let chi2: f64 = counts
+        .iter()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum();
+    // The 0.999 quantile of chi-square with 19 degrees of freedom is 43.82.
+    assert!(chi2 < 43.82, "chi2 {chi2}, counts {counts:?}");
+}
+
+#[test]
+fn two_requests_through_one_seeded_policy_draw_different_delays() {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::exponential(100 * MS))
+        .max_retries(8)
+        .no_budget()
+        .seed(1)
+        .build()
+        .unwrap();
+    let run = |policy: &RetryPolicy| -> Vec<Duration> {
+        let mut state = policy.start();
+        std::iter::from_fn(|| match state.decide(Attempt::new(unavailable())) {
+            Decision::Retry(d) => Some(d),
+            Decision::Stop(_) => None,
+        })
+        .collect()
+    };
+    let first = run(&policy);
+    let second = run(&policy);
+    assert_eq!(first.len(), 8);
+    assert_ne!(first, second);
+    // The same seed reproduces the same per-request streams.
+    let again = RetryPolicy::builder()
+        .backoff(Backoff::exponential(100 * MS))
+        .max_retries(8)
+        .no_budget()
+        .seed(1)
+        .build()
+        .unwrap();
+    assert_eq!(run(&again), first);
+    assert_eq!(run(&again), second);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Configuration errors
+
+#[test]
+fn every_config_error_names_its_field_and_value() {
+    let cases: Vec<(stagger::RetryPolicyBuilder, ConfigError, &str)> = vec![
+        (
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(0.5)),
+            ConfigError::InvalidBase(0.5),
+            "base",
+        ),
+        (
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(f64::NAN)),
+            ConfigError::InvalidBase(f64::NAN),
+            "NaN",
+        ),
+        (
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(f64::INFINITY)),
+            ConfigError::InvalidBase(f64::INFINITY),
+            "inf",
+        ),
+        (
+            RetryPolicy::builder().backoff(
+                Backoff::exponential(Duration::from_secs(2)).max_delay(Duration::from_secs(1)),
+            ),
+            ConfigError::MaxDelayBelowInitial {
+                max_delay: Duration::from_secs(1),
+                initial: Duration::from_secs(2),
+            },
+            "max_delay (1s)",
+        ),
+        (
+            RetryPolicy::builder().budget(-1.0, 10, Duration::from_secs(10)),
+            ConfigError::BudgetPercent(-1.0),
+            "percent",
+        ),
+        (
+            RetryPolicy::builder().budget(1000.5, 10, Duration::from_secs(10)),
+            ConfigError::BudgetPercent(1000.5),
+            "1000.5",
+        ),
+        (
+            RetryPolicy::builder().budget(f32::NAN, 10, Duration::from_secs(10)),
+            ConfigError::BudgetPercent(f32::NAN),
+            "NaN",
+        ),
+        (
+            RetryPolicy::builder().budget(20.0, 10, Duration::from_millis(500)),
+            ConfigError::BudgetWindow(Duration::from_millis(500)),
+            "window",
+        ),
+        (
+            RetryPolicy::builder().budget(20.0, 10, Duration::from_secs(61)),
+            ConfigError::BudgetWindow(Duration::from_secs(61)),
+            "61s",
+        ),
+        (
+            RetryPolicy::builder().budget(20.0, u32::MAX, Duration::from_secs(10)),
+            ConfigError::BudgetMinPerSecond(u32::MAX),
+            "min_per_second",
+        ),
+    ];
+    for (builder, want, words) in cases {
+        let err = builder.build().unwrap_err();
+        // NaN != NaN, so compare the variant by its message too.
+        assert_eq!(err.to_string(), want.to_string());
+        assert!(err.to_string().contains(words), "{err} lacks {words:?}");
+        assert_eq!(std::mem::discriminant(&err), std::mem::discriminant(&want));
+    }
+}
+
+#[test]
+fn a_budget_can_be_switched_off_or_reshaped_and_the_default_builds() {
+    assert!(
+        RetryPolicy::builder()
+            .budget(0.0, 0, Duration::from_secs(1))
+            .build()
+            .is_ok()
+    );
+    assert!(
+        RetryPolicy::builder()
+            .budget(1000.0, 0, Duration::from_secs(60))
+            .build()
+            .is_ok()
+    );
+    assert!(RetryPolicy::builder().no_budget().build().is_ok());
+    let _ = RetryPolicy::default();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The state machine: every reason to stop
+
+#[tokio::test(start_paused = true)]
+async fn stops_after_max_retries() {
+    let policy = base().max_retries(3).build().unwrap();
+    let mut state = policy.start();
+    let mut delays = vec![];
+    let stop = loop {
+        assert_eq!(state.may_retry(), delays.len() < 3);
+        match state.decide(Attempt::new(unavailable())) {
+            Decision::Retry(d) => delays.push(d),
+            Decision::Stop(reason) => break reason,
+        }
+    };
+    assert_eq!(stop, StopReason::MaxRetries);
+    assert_eq!(delays, [100, 200, 400].map(|m| m * MS));
+    let info = state.info();
+    assert_eq!(
+        (info.attempts(), info.retries(), info.slept()),
+        (4, 3, 700 * MS)
+    );
+    assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_and_fatal_stop_at_once() {
+    let policy = base().build().unwrap();
+    let mut state = policy.start();
+    assert_eq!(
+        state.decide(Attempt::new(Outcome::Success)),
+        Decision::Stop(StopReason::Success)
+    );
+    let mut state = policy.start();
+    assert_eq!(
+        state.decide(Attempt::new(Outcome::Fatal)),
+        Decision::Stop(StopReason::Fatal)
+    );
+    assert_eq!(state.info().attempts(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_sleep_would_end_past_the_deadline_is_not_taken() {
+    let policy = base()
+        .max_retries(10)
+        .max_elapsed(Duration::from_millis(1000))
+        .build()
+        .unwrap();
+    let mut state = policy.start();
+    // Sleeps 100 + 200 + 400 = 700 ms; the next, 800 ms, would end at 1500 ms.
+    for want in [100, 200, 400] {
+        assert_eq!(
+            state.decide(Attempt::new(unavailable())),
+            Decision::Retry(want * MS)
+        );
+        tokio::time::advance(want * MS).await;
+    }
+    assert_eq!(
+        state.decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Deadline)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_that_run_past_the_deadline_leave_no_retry() {
+    let policy = base()
+        .max_retries(10)
+        .max_elapsed(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut state = policy.start();
+    assert!(state.may_retry());
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!state.may_retry());
+    assert_eq!(
+        state.decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Deadline)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_is_shared_by_every_clone_of_a_policy() {
+    // No percentage, a floor of 1 retry/s over a 1 s window: one retry in reserve, for all clones.
+    let policy = base()
+        .budget(0.0, 1, Duration::from_secs(1))
+        .max_retries(5)
+        .build()
+        .unwrap();
+    let clone = policy.clone();
+    let mut a = policy.start();
+    let mut b = clone.start();
+    assert!(matches!(
+        a.decide(Attempt::new(unavailable())),
+        Decision::Retry(_)
+    ));
+    assert_eq!(
+        b.decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Budget)
+    );
+    assert_eq!(
+        a.decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Budget)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_budget_allows_a_fifth_of_the_requests_beyond_its_floor() {
+    let policy = RetryPolicy::builder()
+        .max_retries(1)
+        .seed(3)
+        .build()
+        .unwrap();
+    let mut granted = 0;
+    for _ in 0..1000 {
+        if let Decision::Retry(_) = policy.start().decide(Attempt::new(unavailable())) {
+            granted += 1;
+        }
+    }
+    // 10 retries/s over a 10 s window in reserve, plus 20 % of 1000 requests.
+    assert_eq!(granted, 100 + 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_over_the_cap_stops() {
+    let policy = base()
+        .max_retry_after(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut state = policy.start();
+    let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(31)));
+    assert_eq!(
+        state.decide(attempt),
+        Decision::Stop(StopReason::RetryAfterTooLong)
+    );
+    // Ignored, it does not stop anything.
+    let policy = policy_with_mode(RetryAfterMode::Ignore);
+    let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(3600)));
+    assert_eq!(policy.start().decide(attempt), Decision::Retry(100 * MS));
+}
+
+fn policy_with_mode(mode: RetryAfterMode) -> RetryPolicy {
+    base().retry_after(mode).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_a_floor_in_every_mode_that_honours_it() {
+    let floor = Duration::from_secs(2);
+    let strict = policy_with_mode(RetryAfterMode::Strict);
+    let attempt = Attempt::new(unavailable()).retry_after(Some(floor));
+    assert_eq!(strict.start().decide(attempt), Decision::Retry(floor));
+    // A floor below the backoff delay: the backoff wins.
+    let short = Attempt::new(unavailable()).retry_after(Some(10 * MS));
+    assert_eq!(strict.start().decide(short), Decision::Retry(100 * MS));
+
+    let spread = base().seed(9).build().unwrap();
+    let mut seen = vec![];
+    for _ in 0..1000 {
+        let Decision::Retry(d) = spread.start().decide(attempt) else {
+            panic!("no retry")
+        };
+        assert!(d >= floor && d <= floor + floor / 2, "{d:?}");
+        seen.push(d);
+    }
+    // A thousand clients told "2 s" do not come back in the same millisecond: spread over a second,
+    // about one a millisecond, and never more than a handful.
+    let mut per_ms = std::collections::HashMap::<u128, u32>::new();
+    for d in &seen {
+        *per_ms.entry(d.as_millis()).or_default() += 1;
+    }
+    let busiest = per_ms.values().max().copied().unwrap_or(0);
+    assert!(busiest <= 8, "{busiest} clients in one millisecond");
+}
+
+#[tokio::test(start_paused = true)]
+async fn spread_never_waits_past_max_retry_after_nor_the_deadline() {
+    let policy = base()
+        .max_retry_after(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(2500)));
+    for _ in 0..200 {
+        let Decision::Retry(d) = policy.start().decide(attempt) else {
+            panic!("no retry")
+        };
+        assert!(
+            d >= Duration::from_millis(2500) && d <= Duration::from_secs(3),
+            "{d:?}"
+        );
+    }
+    let policy = base()
+        .max_elapsed(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(1900)));
+    for _ in 0..200 {
+        let Decision::Retry(d) = policy.start().decide(attempt) else {
+            panic!("no retry")
+        };
+        assert!(
+            d >= Duration::from_millis(1900) && d <= Duration::from_secs(2),
+            "{d:?}"
+        );
+    }
+    let late = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(2100)));
+    assert_eq!(
+        policy.start().decide(late),
+        Decision::Stop(StopReason::Deadline)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_idempotent_requests_are_replayed_only_where_the_server_did_not_act() {
+    let policy = base().build().unwrap();
+    let post = |outcome| Attempt::new(outcome).idempotent(false);
+    assert_eq!(
+        policy.start().decide(post(internal_error())),
+        Decision::Stop(StopReason::NotIdempotent)
+    );
+    assert_eq!(
+        policy
+            .start()
+            .decide(post(Outcome::RetryIfIdempotent(Reason::Timeout))),
+        Decision::Stop(StopReason::NotIdempotent)
+    );
+    assert!(matches!(
+        policy.start().decide(post(unavailable())),
+        Decision::Retry(_)
+    ));
+    assert!(matches!(
+        policy
+            .start()
+            .decide(post(Outcome::RetrySafe(Reason::Connect))),
+        Decision::Retry(_)
+    ));
+    let lax = base().idempotency_check(false).build().unwrap();
+    assert!(matches!(
+        lax.start().decide(post(internal_error())),
+        Decision::Retry(_)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_cannot_be_copied_is_not_retried() {
+    let policy = base().build().unwrap();
+    let attempt = Attempt::new(unavailable()).replayable(false);
+    assert_eq!(
+        policy.start().decide(attempt),
+        Decision::Stop(StopReason::NotReplayable)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hook_sees_every_retry() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let policy = base()
+        .max_retries(2)
+        .on_retry(move |event| {
+            let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+            assert_eq!(event.attempt, n);
+            assert_eq!(event.delay, 100 * MS * 2u32.pow(n - 1));
+            assert_eq!(
+                event.reason,
+                Reason::Status(StatusCode::SERVICE_UNAVAILABLE)
+            );
+        })
+        .build()
+        .unwrap();
+    let mut state = policy.start();
+    while let Decision::Retry(_) = state.decide(Attempt::new(unavailable())) {}
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The generic retry of any async operation
+
+#[tokio::test(start_paused = true)]
+async fn retry_runs_an_operation_until_it_succeeds_sleeping_between_attempts() {
+    let policy = base().max_retries(5).build().unwrap();
+    let calls = AtomicU32::new(0);
+    let start = tokio::time::Instant::now();
+    let result: Result<u32, &str> = stagger::retry(
+        &policy,
+        || async {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if n < 3 { Err("not yet") } else { Ok(n) }
+        },
+        |result| match result {
+            Ok(_) => Outcome::Success,
+            Err(_) => Outcome::RetrySafe(Reason::Other("not yet")),
+        },
+    )
+    .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(start.elapsed(), 300 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_returns_the_last_error_when_the_policy_gives_up() {
+    let policy = base().max_retries(2).build().unwrap();
+    let calls = AtomicU32::new(0);
+    let result: Result<(), std::io::Error> = stagger::retry(
+        &policy,
+        || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+        },
+        |result| match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => stagger::classify_error(e),
+        },
+    )
+    .await;
+    assert_eq!(
+        result.unwrap_err().kind(),
+        std::io::ErrorKind::ConnectionRefused
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
