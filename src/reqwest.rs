@@ -67,7 +67,8 @@ impl Middleware for RetryMiddleware {
             let attempt = replay.attempt(&self.policy, sent, &result, replayable);
             match retry.decide(attempt) {
                 Decision::Retry(delay) => {
-                    // Dropped before the sleep, so its connection goes back to the pool now.
+                    // Released before the sleep, not after it: a connection whose body was read to the end goes
+                    // back to the pool now, and one whose body was not is closed now.
                     drop(result);
                     tokio::time::sleep(delay).await;
                     let Held::Copy(copy) = held else {

@@ -93,7 +93,8 @@ where
                             .attempt(this.retry.policy(), sent, &result, replayable);
                     match this.retry.decide(attempt) {
                         Decision::Retry(delay) => {
-                            // Dropped before the sleep, so its connection goes back to the pool now.
+                            // Released before the sleep, not after it: a connection whose body was read to the end goes
+                            // back to the pool now, and one whose body was not is closed now.
                             drop(result);
                             this.state.set(State::Sleeping {
                                 sleep: Box::pin(tokio::time::sleep(delay)),

@@ -1,0 +1,1331 @@
+//! The tower layer end to end: an in-process service under paused time, then `reqwest::Client` and
+//! hyper-util's client against wiremock on loopback.
+//!
+//! Every test asserts how many times the server saw the request.
+#![cfg(feature = "tower")]
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use stagger::{
+    AsError, Backoff, Jitter, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
+    RetryPolicyBuilder, StopReason,
+};
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+
+type Req = Request<String>;
+type Res = Response<String>;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A policy without jitter and without a budget: every delay is the backoff's ceiling (100, 200, 400 ms …
+/// from an `initial` of 100 ms).
+fn exact(initial: Duration) -> RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .backoff(Backoff::exponential(initial).jitter(Jitter::None))
+        .no_budget()
+}
+
+/// Builds the policy with a hook that records every retry it announces.
+fn recorded(builder: RetryPolicyBuilder) -> (RetryPolicy, Arc<Mutex<Vec<RetryEvent>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&events);
+    let policy = builder
+        .on_retry(move |event| sink.lock().unwrap().push(*event))
+        .build()
+        .unwrap();
+    (policy, events)
+}
+
+fn delays(events: &Mutex<Vec<RetryEvent>>) -> Vec<Duration> {
+    events.lock().unwrap().iter().map(|e| e.delay).collect()
+}
+
+fn info<B>(response: &Response<B>) -> RetryInfo {
+    *response
+        .extensions()
+        .get::<RetryInfo>()
+        .expect("RetryInfo in the final response's extensions")
+}
+
+/// When each attempt reached the server.
+#[derive(Clone, Default)]
+struct Hits(Arc<Mutex<Vec<Instant>>>);
+
+impl Hits {
+    /// Records an attempt and returns its number, from 1.
+    fn hit(&self) -> usize {
+        let mut hits = self.0.lock().unwrap();
+        hits.push(Instant::now());
+        hits.len()
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Each attempt's time, measured from `start`.
+    fn offsets(&self, start: Instant) -> Vec<Duration> {
+        self.0.lock().unwrap().iter().map(|t| *t - start).collect()
+    }
+}
+
+/// An in-process server that answers attempt `n` (from 1) with `respond(n, &request)`.
+fn server<F>(
+    hits: &Hits,
+    respond: F,
+) -> impl Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone + Send
+where
+    F: Fn(usize, &Req) -> Res + Clone + Send + 'static,
+{
+    let hits = hits.clone();
+    service_fn(move |request: Req| {
+        let response = respond(hits.hit(), &request);
+        async move { Ok::<_, Infallible>(response) }
+    })
+}
+
+fn status(code: u16) -> Res {
+    Response::builder()
+        .status(code)
+        .body(String::new())
+        .unwrap()
+}
+
+/// Fails with 503 until attempt `successful`, which gets 200 "ok".
+fn fails_until(successful: usize) -> impl Fn(usize, &Req) -> Res + Clone + Send + 'static {
+    move |n, _| match n {
+        n if n < successful => status(503),
+        _ => Response::new("ok".to_owned()),
+    }
+}
+
+fn always(code: u16) -> impl Fn(usize, &Req) -> Res + Clone + Send + 'static {
+    move |_, _| status(code)
+}
+
+fn get() -> Req {
+    Request::get("http://test.invalid/")
+        .body(String::new())
+        .unwrap()
+}
+
+async fn send<S>(policy: RetryPolicy, inner: S, request: Req) -> Result<Res, S::Error>
+where
+    S: Service<Req, Response = Res> + Clone,
+    S::Error: AsError,
+{
+    ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(inner)
+        .oneshot(request)
+        .await
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Delays
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn without_jitter_attempts_come_at_0_100_300_700_ms() {
+    let hits = Hits::default();
+    let policy = exact(ms(100)).max_retries(3).build().unwrap();
+    let start = Instant::now();
+
+    let response = send(policy, server(&hits, always(503)), get())
+        .await
+        .unwrap();
+
+    assert_eq!(hits.offsets(start), [0, 100, 300, 700].map(ms));
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let info = info(&response);
+    assert_eq!(info.attempts(), 4);
+    assert_eq!(info.retries(), 3);
+    assert_eq!(info.slept(), ms(700));
+    assert_eq!(info.elapsed(), ms(700));
+    assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
+}
+
+#[tokio::test(start_paused = true)]
+async fn seeded_full_jitter_repeats_its_delays_and_keeps_each_under_its_ceiling() {
+    let backoff = Backoff::exponential(ms(100)); // full jitter by default
+    let run = |seed: u64| async move {
+        let hits = Hits::default();
+        let (policy, events) = recorded(
+            RetryPolicy::builder()
+                .backoff(backoff)
+                .no_budget()
+                .max_retries(6)
+                .seed(seed),
+        );
+        let start = Instant::now();
+        let response = send(policy, server(&hits, always(503)), get())
+            .await
+            .unwrap();
+        assert_eq!(hits.count(), 7);
+        assert_eq!(info(&response).attempts(), 7);
+        (delays(&events), hits.offsets(start))
+    };
+
+    let (first, first_times) = run(42).await;
+    let (again, again_times) = run(42).await;
+    let (other, _) = run(43).await;
+
+    assert_eq!(first.len(), 6);
+    assert_eq!(first, again, "the same seed draws the same delays");
+    assert_eq!(first_times, again_times);
+    assert_ne!(first, other, "another seed draws other delays");
+    for (n, delay) in (1..).zip(&first) {
+        assert!(
+            *delay <= backoff.ceiling(n),
+            "retry {n}: {delay:?} > {:?}",
+            backoff.ceiling(n)
+        );
+    }
+    // The attempts really are that far apart; tokio's timer rounds a sleep up to the millisecond.
+    for (delay, gap) in first
+        .iter()
+        .zip(first_times.windows(2).map(|w| w[1] - w[0]))
+    {
+        assert!(
+            *delay <= gap && gap <= *delay + ms(1),
+            "slept {gap:?} for {delay:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_of_one_seeded_policy_draw_different_delays() {
+    let (policy, events) = recorded(
+        RetryPolicy::builder()
+            .backoff(Backoff::exponential(ms(100)))
+            .no_budget()
+            .max_retries(4)
+            .seed(7),
+    );
+    let hits = Hits::default();
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server(&hits, always(503)));
+
+    service.clone().oneshot(get()).await.unwrap();
+    let first = delays(&events);
+    events.lock().unwrap().clear();
+    service.oneshot(get()).await.unwrap();
+    let second = delays(&events);
+
+    assert_eq!(hits.count(), 10);
+    assert_eq!(first.len(), 4);
+    assert_ne!(
+        first, second,
+        "two requests that fail together must not retry together"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Deadline
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_sleep_would_end_past_max_elapsed_is_not_taken() {
+    let hits = Hits::default();
+    // Attempts at 0 and 100 ms; the next sleep (200 ms) would end at 300 ms, past the deadline.
+    let policy = exact(ms(100))
+        .max_retries(10)
+        .max_elapsed(ms(250))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    let response = send(policy, server(&hits, always(503)), get())
+        .await
+        .unwrap();
+
+    assert_eq!(hits.offsets(start), [0, 100].map(ms));
+    assert_eq!(
+        start.elapsed(),
+        ms(100),
+        "the response comes back at once, not after a sleep"
+    );
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let info = info(&response);
+    assert_eq!(info.attempts(), 2);
+    assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_sleep_ends_exactly_at_max_elapsed_is_taken() {
+    let hits = Hits::default();
+    let policy = exact(ms(100))
+        .max_retries(10)
+        .max_elapsed(ms(300))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    let response = send(policy, server(&hits, always(503)), get())
+        .await
+        .unwrap();
+
+    assert_eq!(hits.offsets(start), [0, 100, 300].map(ms));
+    let info = info(&response);
+    assert_eq!(info.attempts(), 3);
+    assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_counts_the_time_spent_in_attempts() {
+    let hits = Hits::default();
+    let slow = {
+        let hits = hits.clone();
+        service_fn(move |_: Req| {
+            hits.hit();
+            async {
+                tokio::time::sleep(ms(100)).await;
+                Ok::<_, Infallible>(status(503))
+            }
+        })
+    };
+    // Attempt 1 ends at 100 ms, sleeps 100; attempt 2 ends at 300 ms, and 200 more would end at 500.
+    let policy = exact(ms(100))
+        .max_retries(10)
+        .max_elapsed(ms(450))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    let response = send(policy, slow, get()).await.unwrap();
+
+    assert_eq!(hits.offsets(start), [0, 200].map(ms));
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Deadline));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Budget
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_percent_budget_allows_only_its_reserve_across_concurrent_requests() {
+    let hits = Hits::default();
+    // No share of the load, and a reserve of 1 retry per second over a 1 s window: one retry in all.
+    let policy = exact(ms(1))
+        .max_retries(3)
+        .budget(0.0, 1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server(&hits, always(503)));
+
+    let responses =
+        futures::future::join_all((0..10).map(|_| service.clone().oneshot(get()))).await;
+
+    assert_eq!(hits.count(), 11);
+    let infos: Vec<_> = responses
+        .iter()
+        .map(|r| info(r.as_ref().unwrap()))
+        .collect();
+    assert_eq!(infos.iter().map(RetryInfo::retries).sum::<u32>(), 1);
+    assert!(
+        infos
+            .iter()
+            .all(|i| i.stop_reason() == Some(StopReason::Budget))
+    );
+
+    // Once the window has passed, the reserve is there again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(hits.count(), 13);
+    assert_eq!(info(&response).attempts(), 2);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Budget));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ten_percent_budget_retries_one_request_in_ten() {
+    let hits = Hits::default();
+    let policy = exact(ms(1))
+        .max_retries(3)
+        .budget(10.0, 0, Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server(&hits, always(503)));
+
+    let mut retries = 0;
+    for _ in 0..20 {
+        let response = service.clone().oneshot(get()).await.unwrap();
+        retries += info(&response).retries();
+        assert_eq!(info(&response).stop_reason(), Some(StopReason::Budget));
+    }
+
+    assert_eq!(retries, 2);
+    assert_eq!(hits.count(), 22);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Retry-After
+// ---------------------------------------------------------------------------------------------------
+
+/// 503 with `Retry-After: secs` at the first attempt, then 200.
+fn busy_for(secs: u64) -> impl Fn(usize, &Req) -> Res + Clone + Send + 'static {
+    move |n, _| match n {
+        1 => Response::builder()
+            .status(503)
+            .header("retry-after", secs.to_string())
+            .body(String::new())
+            .unwrap(),
+        _ => Response::new("ok".to_owned()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn strict_retry_after_waits_the_larger_of_the_floor_and_the_backoff_delay() {
+    // (backoff, Retry-After in seconds, expected wait)
+    let cases = [
+        (
+            Backoff::exponential(ms(100)).jitter(Jitter::None),
+            1,
+            ms(1000),
+        ),
+        (
+            Backoff::exponential(ms(3000)).jitter(Jitter::None),
+            1,
+            ms(3000),
+        ),
+        // Full jitter draws at most 100 ms: the floor wins.
+        (Backoff::exponential(ms(100)), 2, ms(2000)),
+    ];
+    for (backoff, retry_after, want) in cases {
+        let hits = Hits::default();
+        let (policy, events) = recorded(
+            RetryPolicy::builder()
+                .backoff(backoff)
+                .no_budget()
+                .seed(1)
+                .retry_after(RetryAfterMode::Strict),
+        );
+        let start = Instant::now();
+
+        let response = send(policy, server(&hits, busy_for(retry_after)), get())
+            .await
+            .unwrap();
+
+        assert_eq!(hits.offsets(start), [ms(0), want], "{backoff:?}");
+        assert_eq!(response.status(), StatusCode::OK);
+        let events = events.lock().unwrap();
+        assert_eq!(events[0].delay, want);
+        assert_eq!(
+            events[0].retry_after,
+            Some(Duration::from_secs(retry_after))
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn spread_retry_after_waits_the_floor_plus_at_most_the_larger_of_backoff_and_half_the_floor()
+{
+    // (initial backoff, F, the window after F: max(c(1), F/2))
+    let cases = [(ms(100), 2, ms(1000)), (ms(4000), 1, ms(4000))];
+    for (initial, retry_after, window) in cases {
+        let floor = Duration::from_secs(retry_after);
+        let (policy, events) = recorded(
+            RetryPolicy::builder()
+                .backoff(Backoff::exponential(initial))
+                .no_budget()
+                .seed(3),
+        );
+        let mut waits = Vec::new();
+        for _ in 0..50 {
+            let hits = Hits::default();
+            let start = Instant::now();
+            let response = send(policy.clone(), server(&hits, busy_for(retry_after)), get())
+                .await
+                .unwrap();
+            assert_eq!(hits.count(), 2);
+            assert_eq!(info(&response).stop_reason(), Some(StopReason::Success));
+            let offsets = hits.offsets(start);
+            waits.push(offsets[1]);
+        }
+        let delays = delays(&events);
+        assert_eq!(delays.len(), 50);
+        for (delay, wait) in delays.iter().zip(&waits) {
+            assert!(
+                floor <= *delay && *delay <= floor + window,
+                "F {floor:?}: waited {delay:?}"
+            );
+            assert!(*delay <= *wait && *wait <= *delay + ms(1));
+        }
+        // Spread, not merely floored: the herd uses most of the window.
+        let earliest = delays.iter().min().unwrap();
+        let latest = delays.iter().max().unwrap();
+        assert!(
+            *latest - *earliest > window / 2,
+            "{earliest:?}..{latest:?} over a window of {window:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_over_max_retry_after_hands_the_503_back_at_once_as_received() {
+    let cases = [
+        // The default max_retry_after is 30 s.
+        (RetryPolicy::builder(), "120"),
+        (
+            RetryPolicy::builder().max_retry_after(Duration::from_secs(5)),
+            "6",
+        ),
+    ];
+    for (builder, retry_after) in cases {
+        let hits = Hits::default();
+        let overloaded = move |_: usize, _: &Req| {
+            Response::builder()
+                .status(503)
+                .header("retry-after", retry_after)
+                .header("x-request-id", "abc-123")
+                .body("overloaded, come back later".to_owned())
+                .unwrap()
+        };
+        let start = Instant::now();
+
+        let response = send(builder.build().unwrap(), server(&hits, overloaded), get())
+            .await
+            .unwrap();
+
+        assert_eq!(hits.count(), 1);
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["retry-after"], retry_after);
+        assert_eq!(response.headers()["x-request-id"], "abc-123");
+        let info = info(&response);
+        assert_eq!(info.attempts(), 1);
+        assert_eq!(info.slept(), Duration::ZERO);
+        assert_eq!(info.stop_reason(), Some(StopReason::RetryAfterTooLong));
+        assert_eq!(response.into_body(), "overloaded, come back later");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// What comes back
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn retry_info_in_the_final_response_counts_the_attempts() {
+    let hits = Hits::default();
+    let policy = exact(ms(100)).build().unwrap();
+
+    let response = send(policy.clone(), server(&hits, fails_until(3)), get())
+        .await
+        .unwrap();
+
+    assert_eq!(hits.count(), 3);
+    assert_eq!(response.status(), StatusCode::OK);
+    let info = info(&response);
+    assert_eq!(info.attempts(), 3);
+    assert_eq!(info.retries(), 2);
+    assert_eq!(info.slept(), ms(300));
+    assert_eq!(info.stop_reason(), Some(StopReason::Success));
+    assert_eq!(response.into_body(), "ok");
+
+    let hits = Hits::default();
+    let response = send(policy, server(&hits, fails_until(1)), get())
+        .await
+        .unwrap();
+    assert_eq!(hits.count(), 1);
+    let info = self::info(&response);
+    assert_eq!((info.attempts(), info.slept()), (1, Duration::ZERO));
+    assert_eq!(info.stop_reason(), Some(StopReason::Success));
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_retries_run_out_the_last_response_comes_back_intact() {
+    let hits = Hits::default();
+    let numbered = |n: usize, _: &Req| {
+        Response::builder()
+            .status(502)
+            .header("x-attempt", n.to_string())
+            .header("content-type", "text/plain")
+            .body(format!("bad gateway, attempt {n}"))
+            .unwrap()
+    };
+    let policy = exact(ms(10)).max_retries(2).build().unwrap();
+
+    let response = send(policy, server(&hits, numbered), get()).await.unwrap();
+
+    assert_eq!(hits.count(), 3);
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(response.headers()["x-attempt"], "3");
+    assert_eq!(response.headers()["content-type"], "text/plain");
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::MaxRetries));
+    assert_eq!(response.into_body(), "bad gateway, attempt 3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn fatal_statuses_come_back_after_one_attempt() {
+    for code in [400, 401, 403, 404, 409, 422, 501, 505] {
+        let hits = Hits::default();
+        let policy = exact(ms(10)).build().unwrap();
+        let response = send(policy, server(&hits, always(code)), get())
+            .await
+            .unwrap();
+        assert_eq!(hits.count(), 1, "{code}");
+        assert_eq!(response.status().as_u16(), code);
+        assert_eq!(info(&response).stop_reason(), Some(StopReason::Fatal));
+    }
+}
+
+/// An inner service that fails every attempt with an `io::Error` of `kind`, numbered.
+fn failing(
+    hits: &Hits,
+    kind: io::ErrorKind,
+) -> impl Service<Req, Response = Res, Error = io::Error> + Clone {
+    let hits = hits.clone();
+    service_fn(move |_: Req| {
+        let n = hits.hit();
+        async move { Err::<Res, _>(io::Error::new(kind, format!("failure #{n}"))) }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_from_the_inner_service_is_returned_unchanged() {
+    let policy = exact(ms(10)).max_retries(2).build().unwrap();
+
+    // Retryable: the last attempt's error comes back.
+    let hits = Hits::default();
+    let error = send(
+        policy.clone(),
+        failing(&hits, io::ErrorKind::ConnectionRefused),
+        get(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(hits.count(), 3);
+    assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused);
+    assert_eq!(error.to_string(), "failure #3");
+
+    // Fatal: the first.
+    let hits = Hits::default();
+    let error = send(
+        policy,
+        failing(&hits, io::ErrorKind::PermissionDenied),
+        get(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(hits.count(), 1);
+    assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
+    assert_eq!(error.to_string(), "failure #1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_per_attempt_timeout_inside_the_layer_is_retried_and_its_error_kept() {
+    let hits = Hits::default();
+    let hanging = {
+        let hits = hits.clone();
+        service_fn(move |_: Req| {
+            hits.hit();
+            async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, Infallible>(status(200))
+            }
+        })
+    };
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(
+            exact(ms(10)).max_retries(2).build().unwrap(),
+        ))
+        .layer(tower::timeout::TimeoutLayer::new(ms(100)))
+        .service(hanging);
+    let start = Instant::now();
+
+    let error = service.oneshot(get()).await.unwrap_err();
+
+    assert_eq!(hits.offsets(start), [0, 110, 230].map(ms));
+    assert!(error.is::<tower::timeout::error::Elapsed>(), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_retries_zero_sends_once() {
+    let policy = exact(ms(10)).max_retries(0).build().unwrap();
+
+    let hits = Hits::default();
+    let response = send(policy.clone(), server(&hits, always(503)), get())
+        .await
+        .unwrap();
+    assert_eq!(hits.count(), 1);
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(info(&response).attempts(), 1);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::MaxRetries));
+
+    let hits = Hits::default();
+    let error = send(
+        policy,
+        failing(&hits, io::ErrorKind::ConnectionRefused),
+        get(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(hits.count(), 1);
+    assert_eq!(error.to_string(), "failure #1");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Idempotency
+// ---------------------------------------------------------------------------------------------------
+
+/// What the server saw of each attempt: method, `Idempotency-Key` and body.
+type Seen = Arc<Mutex<Vec<(Method, Option<String>, String)>>>;
+
+fn watching(
+    hits: &Hits,
+    seen: &Seen,
+    respond: impl Fn(usize) -> u16 + Clone + Send + 'static,
+) -> impl Service<Req, Response = Res, Error = Infallible> + Clone {
+    let seen = Arc::clone(seen);
+    server(hits, move |n, request: &Req| {
+        let key = request
+            .headers()
+            .get("idempotency-key")
+            .map(|v| v.to_str().unwrap().to_owned());
+        seen.lock()
+            .unwrap()
+            .push((request.method().clone(), key, request.body().clone()));
+        status(respond(n))
+    })
+}
+
+fn post(key: Option<&str>) -> Req {
+    let mut request = Request::post("http://test.invalid/orders");
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    request.body(r#"{"item":42}"#.to_owned()).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_is_not_replayed_after_a_500() {
+    let (hits, seen) = (Hits::default(), Seen::default());
+    let policy = exact(ms(10)).build().unwrap();
+
+    let response = send(policy, watching(&hits, &seen, |_| 500), post(None))
+        .await
+        .unwrap();
+
+    assert_eq!(hits.count(), 1);
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        info(&response).stop_reason(),
+        Some(StopReason::NotIdempotent)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_is_replayed_after_a_503_with_the_same_method_and_body() {
+    let (hits, seen) = (Hits::default(), Seen::default());
+    let policy = exact(ms(10)).build().unwrap();
+
+    let response = send(
+        policy,
+        watching(&hits, &seen, |n| if n < 3 { 503 } else { 201 }),
+        post(None),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(hits.count(), 3);
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let want = (Method::POST, None, r#"{"item":42}"#.to_owned());
+    assert_eq!(*seen.lock().unwrap(), vec![want; 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_with_an_idempotency_key_is_replayed_after_a_500_with_its_key() {
+    let (hits, seen) = (Hits::default(), Seen::default());
+    let policy = exact(ms(10)).build().unwrap();
+
+    let response = send(
+        policy,
+        watching(&hits, &seen, |n| if n < 3 { 500 } else { 201 }),
+        post(Some("order-8e03978e")),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(hits.count(), 3);
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(info(&response).attempts(), 3);
+    let want = (
+        Method::POST,
+        Some("order-8e03978e".to_owned()),
+        r#"{"item":42}"#.to_owned(),
+    );
+    assert_eq!(*seen.lock().unwrap(), vec![want; 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idempotency_check_can_be_turned_off() {
+    let (hits, seen) = (Hits::default(), Seen::default());
+    let policy = exact(ms(10))
+        .max_retries(2)
+        .idempotency_check(false)
+        .build()
+        .unwrap();
+
+    let response = send(policy, watching(&hits, &seen, |_| 500), post(None))
+        .await
+        .unwrap();
+
+    assert_eq!(hits.count(), 3);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::MaxRetries));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Copies and readiness
+// ---------------------------------------------------------------------------------------------------
+
+/// A body whose clones are counted.
+#[derive(Debug)]
+struct CountingBody {
+    clones: Arc<AtomicUsize>,
+}
+
+impl Clone for CountingBody {
+    fn clone(&self) -> Self {
+        self.clones.fetch_add(1, Ordering::SeqCst);
+        Self {
+            clones: Arc::clone(&self.clones),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_copy_is_made_for_the_last_allowed_attempt() {
+    // (max_retries, attempts that fail before a 200, expected attempts, expected clones)
+    let cases = [
+        (2, usize::MAX, 3, 2),
+        (0, usize::MAX, 1, 0),
+        (5, usize::MAX, 6, 5),
+        // A copy is kept before each attempt that may still be retried, whatever its outcome.
+        (2, 0, 1, 1),
+        (2, 1, 2, 2),
+    ];
+    for (max_retries, failures, attempts, clones) in cases {
+        let hits = Hits::default();
+        let inner = {
+            let hits = hits.clone();
+            service_fn(move |_: Request<CountingBody>| {
+                let n = hits.hit();
+                let code = if n <= failures { 503 } else { 200 };
+                async move { Ok::<_, Infallible>(status(code)) }
+            })
+        };
+        let counter = Arc::new(AtomicUsize::new(0));
+        let request = Request::put("http://test.invalid/")
+            .body(CountingBody {
+                clones: Arc::clone(&counter),
+            })
+            .unwrap();
+        let policy = exact(ms(10)).max_retries(max_retries).build().unwrap();
+
+        let response = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .service(inner)
+            .oneshot(request)
+            .await
+            .unwrap();
+
+        let case = format!("max_retries {max_retries}, failures {failures}");
+        assert_eq!(hits.count(), attempts, "{case}");
+        assert_eq!(info(&response).attempts() as usize, attempts, "{case}");
+        assert_eq!(counter.load(Ordering::SeqCst), clones, "{case}");
+    }
+}
+
+#[derive(Default)]
+struct Readiness {
+    polls: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+/// A service that is not ready until its `poll_ready` has returned `Pending` once, and that panics when
+/// called without a `Ready` in between; each call uses the readiness up. Clones start unready.
+struct MustBeReady {
+    ready: bool,
+    stats: Arc<Readiness>,
+}
+
+impl Clone for MustBeReady {
+    fn clone(&self) -> Self {
+        Self {
+            ready: false,
+            stats: Arc::clone(&self.stats),
+        }
+    }
+}
+
+impl Service<Req> for MustBeReady {
+    type Response = Res;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Res, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        let polls = self.stats.polls.fetch_add(1, Ordering::SeqCst) + 1;
+        if polls % 2 == 1 {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Req) -> Self::Future {
+        assert!(
+            std::mem::take(&mut self.ready),
+            "called without poll_ready returning Ready first"
+        );
+        let calls = self.stats.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        std::future::ready(Ok(status(if calls < 3 { 503 } else { 200 })))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_ready_is_driven_to_ready_before_every_retry() {
+    let stats = Arc::new(Readiness::default());
+    let inner = MustBeReady {
+        ready: false,
+        stats: Arc::clone(&stats),
+    };
+
+    let response = send(exact(ms(10)).build().unwrap(), inner, get())
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(stats.calls.load(Ordering::SeqCst), 3);
+    // A `Pending` then a `Ready` before each of the three calls.
+    assert_eq!(stats.polls.load(Ordering::SeqCst), 6);
+    assert_eq!(info(&response).attempts(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_concurrency_limit_inside_the_layer_holds_across_retries() {
+    let hits = Hits::default();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most_in_flight = Arc::new(AtomicUsize::new(0));
+    let slow = {
+        let (hits, in_flight, most) = (
+            hits.clone(),
+            Arc::clone(&in_flight),
+            Arc::clone(&most_in_flight),
+        );
+        service_fn(move |_: Req| {
+            hits.hit();
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let in_flight = Arc::clone(&in_flight);
+            async move {
+                tokio::time::sleep(ms(50)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, Infallible>(status(503))
+            }
+        })
+    };
+    // `ConcurrencyLimit::call` panics unless `poll_ready` gave it a permit first.
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(
+            exact(ms(10)).max_retries(2).build().unwrap(),
+        ))
+        .concurrency_limit(1)
+        .service(slow);
+
+    let (a, b) = tokio::join!(
+        service.clone().oneshot(get()),
+        service.clone().oneshot(get())
+    );
+
+    assert_eq!(hits.count(), 6);
+    assert_eq!(most_in_flight.load(Ordering::SeqCst), 1);
+    assert_eq!(info(&a.unwrap()).attempts(), 3);
+    assert_eq!(info(&b.unwrap()).attempts(), 3);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// reqwest::Client against wiremock
+// ---------------------------------------------------------------------------------------------------
+
+#[cfg(feature = "reqwest")]
+mod reqwest_client {
+    use super::*;
+
+    use bytes::Bytes;
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    use stagger::Reason;
+    use wiremock::matchers::{body_string, header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    /// Real time on loopback: delays of 1, 2, 4 ms.
+    fn quick() -> RetryPolicyBuilder {
+        exact(ms(1))
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    async fn send(
+        policy: RetryPolicy,
+        client: reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .service(client);
+        // Spawned, because that is how a client is used: the future must be `Send + 'static`.
+        tokio::spawn(service.oneshot(request)).await.unwrap()
+    }
+
+    fn info(response: &reqwest::Response) -> RetryInfo {
+        *response
+            .extensions()
+            .get::<RetryInfo>()
+            .expect("RetryInfo in the final response's extensions")
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    #[tokio::test]
+    async fn every_retryable_status_is_retried() {
+        let server = MockServer::start().await;
+        let codes = [408, 429, 500, 502, 503, 504, 507];
+        for code in codes {
+            Mock::given(path(format!("/{code}")))
+                .respond_with(ResponseTemplate::new(code))
+                .expect(3)
+                .named(format!("status {code}"))
+                .mount(&server)
+                .await;
+        }
+        let client = client();
+
+        for code in codes {
+            let request = client
+                .get(format!("{}/{code}", server.uri()))
+                .build()
+                .unwrap();
+            let policy = quick().max_retries(2).build().unwrap();
+            let response = send(policy, client.clone(), request).await.unwrap();
+            assert_eq!(response.status().as_u16(), code);
+            assert_eq!(info(&response).attempts(), 3, "{code}");
+            assert_eq!(
+                info(&response).stop_reason(),
+                Some(StopReason::MaxRetries),
+                "{code}"
+            );
+        }
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn fatal_statuses_are_not_retried() {
+        let server = MockServer::start().await;
+        let codes = [400, 401, 403, 404, 409, 422, 501, 505];
+        for code in codes {
+            Mock::given(path(format!("/{code}")))
+                .respond_with(ResponseTemplate::new(code))
+                .expect(1)
+                .named(format!("status {code}"))
+                .mount(&server)
+                .await;
+        }
+        let client = client();
+
+        for code in codes {
+            let request = client
+                .get(format!("{}/{code}", server.uri()))
+                .build()
+                .unwrap();
+            let response = send(quick().build().unwrap(), client.clone(), request)
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), code);
+            assert_eq!(info(&response).attempts(), 1, "{code}");
+            assert_eq!(
+                info(&response).stop_reason(),
+                Some(StopReason::Fatal),
+                "{code}"
+            );
+        }
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn only_idempotent_requests_are_replayed_after_a_failure_the_server_may_have_acted_on() {
+        // (method, status, Idempotency-Key, attempts the server sees)
+        let cases = [
+            (Method::POST, 500, None, 1),
+            (Method::POST, 502, None, 1),
+            (Method::PATCH, 504, None, 1),
+            (Method::POST, 408, None, 1),
+            (Method::POST, 503, None, 3),
+            (Method::POST, 429, None, 3),
+            (Method::POST, 500, Some("key-1"), 3),
+            (Method::PATCH, 502, Some("key-2"), 3),
+            (Method::GET, 500, None, 3),
+            (Method::PUT, 502, None, 3),
+            (Method::DELETE, 504, None, 3),
+        ];
+        let server = MockServer::start().await;
+        for (i, (verb, code, key, attempts)) in cases.iter().enumerate() {
+            let mut mock = Mock::given(path(format!("/case/{i}")))
+                .and(method(verb.as_str()))
+                .and(body_string("payload"));
+            if let Some(key) = key {
+                // Every replay carries the key.
+                mock = mock.and(header("idempotency-key", *key));
+            }
+            mock.respond_with(ResponseTemplate::new(*code))
+                .expect(*attempts)
+                .named(format!("{verb} {code} key {key:?}"))
+                .mount(&server)
+                .await;
+        }
+        let client = client();
+
+        for (i, (verb, code, key, attempts)) in cases.into_iter().enumerate() {
+            let mut request = client
+                .request(verb.clone(), format!("{}/case/{i}", server.uri()))
+                .body("payload");
+            if let Some(key) = key {
+                request = request.header("Idempotency-Key", key);
+            }
+            let policy = quick().max_retries(2).build().unwrap();
+            let response = send(policy, client.clone(), request.build().unwrap())
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), code);
+            assert_eq!(
+                u64::from(info(&response).attempts()),
+                attempts,
+                "{verb} {code} {key:?}"
+            );
+            let stop = if attempts == 1 {
+                StopReason::NotIdempotent
+            } else {
+                StopReason::MaxRetries
+            };
+            assert_eq!(info(&response).stop_reason(), Some(stop));
+        }
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn fails_twice_then_succeeds() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(503))
+            .up_to_n_times(2)
+            .with_priority(1)
+            .expect(2)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+            .with_priority(2)
+            .expect(1)
+            .mount(&server)
+            .await;
+        let client = client();
+        let request = client.get(server.uri()).build().unwrap();
+
+        let response = send(quick().build().unwrap(), client, request)
+            .await
+            .unwrap();
+
+        assert_eq!(response.status(), StatusCode::OK);
+        let info = info(&response);
+        assert_eq!(info.attempts(), 3);
+        assert_eq!(info.stop_reason(), Some(StopReason::Success));
+        assert_eq!(response.text().await.unwrap(), "ok");
+        assert_eq!(server.received_requests().await.unwrap().len(), 3);
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn connect_refused_is_retried_and_the_error_still_answers_is_connect() {
+        let (policy, events) = recorded(quick().max_retries(2));
+        let client = client();
+        let request = client
+            .post(format!("http://127.0.0.1:{}/", closed_port()))
+            .body("never sent")
+            .build()
+            .unwrap();
+
+        let error = send(policy, client, request).await.unwrap_err();
+
+        assert!(error.is_connect(), "{error:?}");
+        // Refused before the server could act: even a POST is tried three times.
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|e| e.reason == Reason::Connect));
+    }
+
+    #[tokio::test]
+    async fn a_client_timeout_is_retried_and_the_error_still_answers_is_timeout() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_delay(ms(500)))
+            .expect(3)
+            .mount(&server)
+            .await;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(ms(50))
+            .build()
+            .unwrap();
+        let (policy, events) = recorded(quick().max_retries(2));
+        let request = client.get(server.uri()).build().unwrap();
+
+        let error = send(policy, client, request).await.unwrap_err();
+
+        assert!(error.is_timeout(), "{error:?}");
+        assert!(
+            events
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|e| e.reason == Reason::Timeout)
+        );
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn a_streaming_body_is_sent_once_and_its_503_returned_as_received() {
+        let server = MockServer::start().await;
+        Mock::given(method("PUT"))
+            .and(body_string("chunk one, chunk two"))
+            .respond_with(
+                ResponseTemplate::new(503)
+                    .insert_header("x-served-by", "replica-3")
+                    .set_body_string("busy"),
+            )
+            .expect(1)
+            .mount(&server)
+            .await;
+        let chunks = ["chunk one, ", "chunk two"]
+            .map(|c| Ok::<_, io::Error>(Frame::data(Bytes::from_static(c.as_bytes()))));
+        let body = reqwest::Body::wrap(StreamBody::new(futures::stream::iter(chunks)));
+        let client = client();
+        let request = client.put(server.uri()).body(body).build().unwrap();
+
+        let response = send(quick().build().unwrap(), client, request)
+            .await
+            .unwrap();
+
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["x-served-by"], "replica-3");
+        let info = info(&response);
+        assert_eq!(info.attempts(), 1);
+        assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
+        assert_eq!(response.text().await.unwrap(), "busy");
+        server.verify().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// hyper-util's legacy client against wiremock
+// ---------------------------------------------------------------------------------------------------
+
+#[cfg(feature = "hyper-util")]
+mod hyper_util_client {
+    use super::*;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use hyper_util::rt::TokioExecutor;
+    use stagger::Reason;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    fn client() -> Client<HttpConnector, Full<Bytes>> {
+        Client::builder(TokioExecutor::new()).build_http()
+    }
+
+    fn get(uri: &str) -> Request<Full<Bytes>> {
+        Request::get(uri).body(Full::new(Bytes::new())).unwrap()
+    }
+
+    #[tokio::test]
+    async fn fails_twice_then_succeeds() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(503))
+            .up_to_n_times(2)
+            .with_priority(1)
+            .expect(2)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+            .with_priority(2)
+            .expect(1)
+            .mount(&server)
+            .await;
+
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(exact(ms(1)).build().unwrap()))
+            .service(client());
+        // Spawned: the future must be `Send + 'static`.
+        let response = tokio::spawn(service.oneshot(get(&server.uri())))
+            .await
+            .unwrap()
+            .unwrap();
+
+        assert_eq!(response.status(), StatusCode::OK);
+        let info = info(&response);
+        assert_eq!(info.attempts(), 3);
+        assert_eq!(info.stop_reason(), Some(StopReason::Success));
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "ok");
+        assert_eq!(server.received_requests().await.unwrap().len(), 3);
+        server.verify().await;
+    }
+
+    #[tokio::test]
+    async fn connect_refused_is_classified_as_connect_and_the_error_still_answers_is_connect() {
+        let port = closed_port();
+        let (policy, events) = recorded(exact(ms(1)).max_retries(2));
+
+        let error = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .service(client())
+            .oneshot(get(&format!("http://127.0.0.1:{port}/")))
+            .await
+            .unwrap_err();
+
+        assert!(error.is_connect(), "{error:?}");
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|e| e.reason == Reason::Connect));
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+}
