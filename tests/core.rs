@@ -511,10 +511,7 @@ async fn spread_never_waits_past_max_retry_after_nor_the_deadline() {
             "{d:?}"
         );
     }
-    let policy = base()
-        .max_elapsed(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let policy = base().max_elapsed(Duration::from_secs(2)).build().unwrap();
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(1900)));
     for _ in 0..200 {
         let Decision::Retry(d) = policy.start().decide(attempt) else {
