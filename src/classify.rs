@@ -527,6 +527,15 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "h2")]
+    #[test]
+    fn refused_streams_are_safe_to_retry_and_other_resets_are_not() {
+        let refused = h2::Error::from(h2::Reason::REFUSED_STREAM);
+        assert_eq!(classify_error(&refused), Outcome::RetrySafe(Reason::RefusedStream));
+        let internal = h2::Error::from(h2::Reason::INTERNAL_ERROR);
+        assert_eq!(classify_error(&internal), Outcome::Fatal);
+    }
+
     #[test]
     fn idempotency_by_method_and_key() {
         let uri = Uri::from_static("http://example.com/");
