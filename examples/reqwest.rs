@@ -62,7 +62,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with(RetryMiddleware::new(policy))
         .build();
 
+    let start = std::time::Instant::now();
     let response = client.get(&url).send().await?;
+    let elapsed = start.elapsed();
     let status = response.status();
     let info = response
         .extensions()
@@ -74,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "client: {} attempts, {:?} asleep, {:?} in all",
         info.attempts(),
         info.slept(),
-        info.elapsed()
+        elapsed
     );
     Ok(())
 }

@@ -50,7 +50,9 @@ async fn main() -> Result<(), BoxError> {
         .service(client);
 
     let request = Request::get(format!("http://{addr}/")).body(Full::default())?;
+    let start = std::time::Instant::now();
     let response = service.oneshot(request).await?;
+    let elapsed = start.elapsed();
 
     let info = *response
         .extensions()
@@ -62,7 +64,7 @@ async fn main() -> Result<(), BoxError> {
         "{status} {body:?} after {} attempts: slept {:?} of {:?}, stopped on {}",
         info.attempts(),
         info.slept(),
-        info.elapsed(),
+        elapsed,
         info.stop_reason()
             .map_or_else(|| "nothing".to_owned(), |r| r.to_string()),
     );

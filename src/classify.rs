@@ -531,7 +531,10 @@ mod tests {
     #[test]
     fn refused_streams_are_safe_to_retry_and_other_resets_are_not() {
         let refused = h2::Error::from(h2::Reason::REFUSED_STREAM);
-        assert_eq!(classify_error(&refused), Outcome::RetrySafe(Reason::RefusedStream));
+        assert_eq!(
+            classify_error(&refused),
+            Outcome::RetrySafe(Reason::RefusedStream)
+        );
         let internal = h2::Error::from(h2::Reason::INTERNAL_ERROR);
         assert_eq!(classify_error(&internal), Outcome::Fatal);
     }

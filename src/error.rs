@@ -22,8 +22,6 @@ pub enum ConfigError {
     BudgetPercent(f32),
     /// The retry budget's window is outside `1 s..=60 s`.
     BudgetWindow(Duration),
-    /// The retry budget's floor of retries per second is `i32::MAX` or more.
-    BudgetMinPerSecond(u32),
 }
 
 impl fmt::Display for ConfigError {
@@ -42,11 +40,6 @@ impl fmt::Display for ConfigError {
             Self::BudgetWindow(window) => {
                 write!(f, "budget window must be within 1s..=60s, got {window:?}")
             }
-            Self::BudgetMinPerSecond(min) => write!(
-                f,
-                "budget min_per_second must be below {}, got {min}",
-                i32::MAX
-            ),
         }
     }
 }

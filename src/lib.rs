@@ -32,6 +32,21 @@
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
 //!
+//! # Why a retry budget, and not just `max_retries`
+//!
+//! `max_retries = 3` bounds what one request costs, not what a fleet costs: when a dependency fails
+//! outright, every request is retried three times and the failing server sees four times its normal load
+//! when it can least take it. A budget bounds the *ratio* of retries to requests instead: each request
+//! deposits, each retry withdraws, and when the account is empty retries stop until requests refill it.
+//! Under a total outage the extra load stays at the budget's percentage, plus a small floor of retries per
+//! second so that a client sending few requests can still retry at all.
+//!
+//! The accounting is Finagle's, as in tower's `TpsBudget` (ten slots across a sliding window), but exact
+//! for any percentage, never overdrawn by concurrent retries, and free of locks and clock reads on the
+//! success path: a deposit is two atomic additions, and the clock is read by one deposit in 64 and by each
+//! withdrawal. The cost of that last saving: after a quiet spell, up to 63 deposits may be counted in an
+//! older slot than their own and expire early, which only ever makes the budget stricter.
+//!
 //! # Features
 //!
 //! | feature | what it adds |

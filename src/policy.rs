@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tower::retry::budget::{Budget as _, TpsBudget};
 
 use crate::backoff::{Backoff, DelayState};
-use crate::budget::BudgetConfig;
+use crate::budget::{BudgetConfig, RetryBudget};
 use crate::classify::{ClassifyHttp, DefaultClassifier, Outcome, Reason};
 use crate::error::ConfigError;
 use crate::rng::{StreamSource, entropy_seed};
@@ -141,7 +140,6 @@ impl Attempt {
 pub struct RetryInfo {
     attempts: u32,
     slept: Duration,
-    elapsed: Duration,
     stop: Option<StopReason>,
 }
 
@@ -159,11 +157,6 @@ impl RetryInfo {
     /// Time spent sleeping between attempts.
     pub const fn slept(&self) -> Duration {
         self.slept
-    }
-
-    /// Time from the first attempt to the decision to stop, sleeps and attempts included.
-    pub const fn elapsed(&self) -> Duration {
-        self.elapsed
     }
 
     /// Why the attempts stopped; `None` while they go on.
@@ -219,7 +212,7 @@ struct Shared {
     max_retry_after: Duration,
     retry_after: RetryAfterMode,
     idempotency: bool,
-    budget: Option<TpsBudget>,
+    budget: Option<RetryBudget>,
     streams: StreamSource,
     classifier: Box<dyn ClassifyHttp>,
     on_retry: Option<Box<RetryHook>>,
@@ -271,8 +264,9 @@ impl RetryPolicy {
         }
         RetryState {
             delays: None,
+            // The clock is read only for a deadline: a request's success path stays clock-free.
+            started: s.max_elapsed.map(|_| Instant::now()),
             policy: self.clone(),
-            started: Instant::now(),
             attempts: 0,
             slept: Duration::ZERO,
             stop: None,
@@ -412,8 +406,8 @@ impl RetryPolicyBuilder {
     /// Sets the retry budget: retries may add `percent` % to the load of the last `window`, plus
     /// `min_per_second` retries per second at any rate. Defaults to 20 %, 10/s, 10 s.
     ///
-    /// `percent` must be within `0..=1000`, `window` within 1 s to 60 s, `min_per_second` below
-    /// `i32::MAX`.
+    /// `percent` must be within `0..=1000` (exact to three decimals) and `window` within 1 s to 60 s.
+    /// Deposits and withdrawals expire with the window; see the budget's notes in the crate docs.
     pub fn budget(mut self, percent: f32, min_per_second: u32, window: Duration) -> Self {
         self.budget = Some(BudgetConfig {
             window,
@@ -494,7 +488,7 @@ impl RetryPolicyBuilder {
 pub struct RetryState {
     policy: RetryPolicy,
     delays: Option<DelayState>,
-    started: Instant,
+    started: Option<Instant>,
     attempts: u32,
     slept: Duration,
     stop: Option<StopReason>,
@@ -528,7 +522,7 @@ impl RetryState {
         let s = &*self.policy.shared;
         self.stop.is_none()
             && self.attempts < s.max_retries
-            && s.max_elapsed.is_none_or(|max| self.started.elapsed() < max)
+            && self.remaining() != Some(Duration::ZERO)
     }
 
     /// What has happened so far.
@@ -536,7 +530,6 @@ impl RetryState {
         RetryInfo {
             attempts: self.attempts,
             slept: self.slept,
-            elapsed: self.started.elapsed(),
             stop: self.stop,
         }
     }
@@ -575,6 +568,13 @@ impl RetryState {
         decision
     }
 
+    /// Time left before the deadline, if there is one.
+    fn remaining(&self) -> Option<Duration> {
+        let max = self.policy.shared.max_elapsed?;
+        let started = self.started?;
+        Some(max.saturating_sub(started.elapsed()))
+    }
+
     fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
         match self.policy.shared.retry_after {
             RetryAfterMode::Ignore => None,
@@ -592,9 +592,7 @@ impl RetryState {
         if self.attempts > s.max_retries {
             return Decision::Stop(StopReason::MaxRetries);
         }
-        let remaining = s
-            .max_elapsed
-            .map(|max| max.saturating_sub(self.started.elapsed()));
+        let remaining = self.remaining();
         if remaining == Some(Duration::ZERO) {
             return Decision::Stop(StopReason::Deadline);
         }
