@@ -173,19 +173,17 @@ impl Backoff {
         if exponent == 0 || self.base == 1.0 {
             return initial;
         }
-        let max_nanos = self.max_delay.as_nanos() as f64;
         let factor = match i32::try_from(exponent) {
             Ok(e) => self.base.powi(e),
             Err(_) => self.base.powf(f64::from(exponent)),
         };
-        let nanos = initial.as_nanos() as f64 * factor;
+        let nanos = nanos_f64(initial) * factor;
         // `!(a < b)` rather than `a >= b`: a NaN product (NaN base) must saturate too.
         #[allow(clippy::neg_cmp_op_on_partial_ord)]
-        if !(nanos < max_nanos) {
+        if !(nanos < nanos_f64(self.max_delay)) {
             return self.max_delay;
         }
-        // Non-negative and below a `Duration`'s nanoseconds here; `as` saturates a negative product to zero.
-        from_nanos_u128(nanos.round() as u128).min(self.max_delay)
+        from_nanos_f64(nanos).min(self.max_delay)
     }
 
     /// The jittered delays before retry 1, 2, 3, …, drawn from a generator seeded from OS entropy.
@@ -206,6 +204,9 @@ impl Backoff {
 #[derive(Debug, Clone)]
 pub(crate) struct DelayState {
     retries: u32,
+    /// Set once the ceiling reached `max_delay`: with a base of at least 1 it stays there, and the
+    /// power need not be computed again.
+    capped: bool,
     previous: Duration,
     rng: SmallRng,
 }
@@ -214,6 +215,7 @@ impl DelayState {
     pub(crate) fn new(backoff: &Backoff, rng: SmallRng) -> Self {
         Self {
             retries: 0,
+            capped: false,
             previous: backoff.initial,
             rng,
         }
@@ -223,10 +225,13 @@ impl DelayState {
     pub(crate) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
         self.retries = self.retries.saturating_add(1);
         let delay = match backoff.jitter {
-            Jitter::None => backoff.ceiling(self.retries),
-            Jitter::Full => uniform(&mut self.rng, backoff.ceiling(self.retries)),
+            Jitter::None => self.ceiling(backoff),
+            Jitter::Full => {
+                let ceiling = self.ceiling(backoff);
+                uniform(&mut self.rng, ceiling)
+            }
             Jitter::Equal => {
-                let ceiling = backoff.ceiling(self.retries);
+                let ceiling = self.ceiling(backoff);
                 let half = ceiling / 2;
                 // `ceiling - half` rather than `half` again, so an odd nanosecond is not lost.
                 half + uniform(&mut self.rng, ceiling - half)
@@ -240,6 +245,16 @@ impl DelayState {
             }
         };
         delay.min(backoff.max_delay)
+    }
+
+    /// The ceiling before the current retry.
+    fn ceiling(&mut self, backoff: &Backoff) -> Duration {
+        if self.capped {
+            return backoff.max_delay;
+        }
+        let ceiling = backoff.ceiling(self.retries);
+        self.capped = ceiling == backoff.max_delay && backoff.base >= 1.0;
+        ceiling
     }
 
     /// A uniform draw in `[0, upper]`, for spreading a `Retry-After` floor.
@@ -292,6 +307,22 @@ fn uniform(rng: &mut SmallRng, upper: Duration) -> Duration {
             let low = ((upper & u128::from(u64::MAX)) * u128::from(r)) >> 64;
             from_nanos_u128(high + low)
         }
+    }
+}
+
+/// A duration's nanoseconds as `f64`, without the slow `u128` conversion; exact below 2^53 ns (104 days).
+fn nanos_f64(d: Duration) -> f64 {
+    d.as_secs() as f64 * 1e9 + f64::from(d.subsec_nanos())
+}
+
+/// The duration of a non-negative, finite number of nanoseconds, rounded; negative becomes zero.
+fn from_nanos_f64(nanos: f64) -> Duration {
+    let nanos = nanos.round();
+    // `as` saturates: a negative product becomes zero.
+    if nanos < u64::MAX as f64 {
+        Duration::from_nanos(nanos as u64)
+    } else {
+        from_nanos_u128(nanos as u128)
     }
 }
 
