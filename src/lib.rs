@@ -27,7 +27,7 @@
 //! | backoff | exponential from 100 ms, base 2, `max_delay` 20 s, full jitter |
 //! | `max_retries` | 3 |
 //! | `max_elapsed` | none |
-//! | `Retry-After` | a floor, spread over `max(c(n), F/2)` after it; over 30 s: stop |
+//! | `Retry-After` | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
