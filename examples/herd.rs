@@ -13,8 +13,8 @@
 //! 1 or 2 ms.
 //!
 //! A second herd gets `Retry-After: 1` during the outage: [`RetryAfterMode::Strict`] brings every client
-//! back in the same millisecond, the default [`RetryAfterMode::Spread`] spreads them over the half
-//! second after it.
+//! back in the same millisecond, the default [`RetryAfterMode::Spread`] spreads them over the second
+//! after it.
 //!
 //! The table gives, per row: attempts the server saw, the most in any 10 ms once it is back up (its
 //! capacity is 20), when the clients got their final response (median, 99th percentile, last), the most
