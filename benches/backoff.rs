@@ -39,6 +39,22 @@ fn delay_draw(c: &mut Criterion) {
             });
         });
     }
+    // A base other than 2 computes each ceiling with a floating-point power until the cap is reached.
+    let fresh = Backoff::exponential(Duration::from_millis(100))
+        .base(1.5)
+        .delays_seeded(1);
+    group.bench_function("full_base_1_5", |b| {
+        let mut delays = fresh.clone();
+        let mut drawn = 0;
+        b.iter(|| {
+            if drawn == DRAWS_PER_REQUEST {
+                delays = fresh.clone();
+                drawn = 0;
+            }
+            drawn += 1;
+            black_box(&mut delays).next()
+        });
+    });
     // The same iterator never restarted: after a few million draws the retry count is in the millions,
     // the ceiling long saturated at `max_delay`.
     group.bench_function("full_never_restarted", |b| {

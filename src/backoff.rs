@@ -173,6 +173,18 @@ impl Backoff {
         if exponent == 0 || self.base == 1.0 {
             return initial;
         }
+        if self.base == 2.0 {
+            // Exact in integers: a shift instead of a power, while the product fits in a u64.
+            if let (Some(nanos), Some(max)) = (nanos_u64(initial), nanos_u64(self.max_delay)) {
+                if nanos == 0 {
+                    return initial;
+                }
+                if exponent <= nanos.leading_zeros() && nanos << exponent < max {
+                    return Duration::from_nanos(nanos << exponent);
+                }
+                return self.max_delay;
+            }
+        }
         let factor = match i32::try_from(exponent) {
             Ok(e) => self.base.powi(e),
             Err(_) => self.base.powf(f64::from(exponent)),
@@ -199,62 +211,103 @@ impl Backoff {
     }
 }
 
-/// The running state of one sequence of delays: the retry count, the previous delay (for
-/// [`Jitter::Decorrelated`]) and the generator. Allocation-free and lock-free.
+/// The running state of one sequence of delays: the retry count, the current ceiling, the previous delay
+/// (for [`Jitter::Decorrelated`]) and the generator. Allocation-free and lock-free.
+///
+/// Whenever `max_delay` fits in a `u64` of nanoseconds (584 years) — that is, always in practice — a
+/// draw is integer arithmetic on nanoseconds: the ceiling is carried from one retry to the next (a shift
+/// for base 2, which is exact), and a jittered draw is one multiply. Larger caps take the general path.
 #[derive(Debug, Clone)]
 pub(crate) struct DelayState {
     retries: u32,
-    /// Set once the ceiling reached `max_delay`: with a base of at least 1 it stays there, and the
-    /// power need not be computed again.
-    capped: bool,
-    previous: Duration,
+    /// `c(retries)` in nanoseconds (fast path); once it reaches `max` it stays there.
+    ceiling: u64,
+    /// The previous delay in nanoseconds, for [`Jitter::Decorrelated`] (fast path).
+    previous: u64,
+    /// `min(initial, max_delay)` and `max_delay` in nanoseconds, or `None` when `max_delay` does not
+    /// fit in a `u64` of nanoseconds.
+    nanos: Option<(u64, u64)>,
+    /// The previous delay for [`Jitter::Decorrelated`] on the general path.
+    previous_slow: Duration,
     rng: SmallRng,
 }
 
 impl DelayState {
     pub(crate) fn new(backoff: &Backoff, rng: SmallRng) -> Self {
+        let nanos = nanos_u64(backoff.max_delay).map(|max| {
+            let initial = nanos_u64(backoff.initial).map_or(max, |initial| initial.min(max));
+            (initial, max)
+        });
+        let initial = nanos.map_or(0, |(initial, _)| initial);
         Self {
             retries: 0,
-            capped: false,
-            previous: backoff.initial,
+            ceiling: initial,
+            previous: initial,
+            nanos,
+            previous_slow: backoff.initial,
             rng,
         }
     }
 
     /// Draws the delay before the next retry and advances the count.
+    #[inline]
     pub(crate) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
         self.retries = self.retries.saturating_add(1);
-        let delay = match backoff.jitter {
-            Jitter::None => self.ceiling(backoff),
-            Jitter::Full => {
-                let ceiling = self.ceiling(backoff);
-                uniform(&mut self.rng, ceiling)
-            }
+        match self.nanos {
+            Some((initial, max)) => Duration::from_nanos(self.next_nanos(backoff, initial, max)),
+            None => self.next_delay_slow(backoff),
+        }
+    }
+
+    /// [`DelayState::next_delay`] in nanoseconds, for a `max_delay` that fits in a `u64`.
+    #[inline]
+    fn next_nanos(&mut self, backoff: &Backoff, initial: u64, max: u64) -> u64 {
+        if backoff.jitter == Jitter::Decorrelated {
+            let high = self.previous.saturating_mul(3).min(max);
+            let delay = initial + uniform_nanos(&mut self.rng, high.saturating_sub(initial));
+            self.previous = delay;
+            return delay.min(max);
+        }
+        if self.retries > 1 && self.ceiling < max {
+            self.ceiling = if backoff.base == 2.0 {
+                // c(n) = min(max, 2·c(n−1)) exactly, without a power.
+                self.ceiling.saturating_mul(2).min(max)
+            } else {
+                nanos_u64(backoff.ceiling(self.retries)).map_or(max, |c| c.min(max))
+            };
+        }
+        let ceiling = self.ceiling;
+        match backoff.jitter {
+            Jitter::Full => uniform_nanos(&mut self.rng, ceiling),
             Jitter::Equal => {
-                let ceiling = self.ceiling(backoff);
                 let half = ceiling / 2;
                 // `ceiling - half` rather than `half` again, so an odd nanosecond is not lost.
+                half + uniform_nanos(&mut self.rng, ceiling - half)
+            }
+            _ => ceiling,
+        }
+    }
+
+    /// The general path, in [`Duration`]s, for caps beyond 584 years.
+    #[cold]
+    fn next_delay_slow(&mut self, backoff: &Backoff) -> Duration {
+        let delay = match backoff.jitter {
+            Jitter::None => backoff.ceiling(self.retries),
+            Jitter::Full => uniform(&mut self.rng, backoff.ceiling(self.retries)),
+            Jitter::Equal => {
+                let ceiling = backoff.ceiling(self.retries);
+                let half = ceiling / 2;
                 half + uniform(&mut self.rng, ceiling - half)
             }
             Jitter::Decorrelated => {
                 let low = backoff.initial.min(backoff.max_delay);
-                let high = self.previous.saturating_mul(3).min(backoff.max_delay);
+                let high = self.previous_slow.saturating_mul(3).min(backoff.max_delay);
                 let delay = low + uniform(&mut self.rng, high.saturating_sub(low));
-                self.previous = delay;
+                self.previous_slow = delay;
                 delay
             }
         };
         delay.min(backoff.max_delay)
-    }
-
-    /// The ceiling before the current retry.
-    fn ceiling(&mut self, backoff: &Backoff) -> Duration {
-        if self.capped {
-            return backoff.max_delay;
-        }
-        let ceiling = backoff.ceiling(self.retries);
-        self.capped = ceiling == backoff.max_delay && backoff.base >= 1.0;
-        ceiling
     }
 
     /// A uniform draw in `[0, upper]`, for spreading a `Retry-After` floor.
@@ -292,16 +345,30 @@ impl Iterator for Delays {
     }
 }
 
+/// [`uniform`] on nanoseconds: `[0, upper)` (`[0, 0]` for zero) from one draw and one multiply.
+#[inline]
+fn uniform_nanos(rng: &mut SmallRng, upper: u64) -> u64 {
+    ((u128::from(upper) * u128::from(rng.next_u64())) >> 64) as u64
+}
+
+/// A duration's nanoseconds as a `u64`, if they fit (below 584 years).
+#[inline]
+fn nanos_u64(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(d.subsec_nanos()))
+}
+
 /// A uniform draw in `[0, upper)` (`[0, 0]` for zero), by Lemire's multiply-shift: one `u64` draw, no
 /// division, no rejection loop. The bias is below `upper / 2^64`, far under a nanosecond.
 #[inline]
 fn uniform(rng: &mut SmallRng, upper: Duration) -> Duration {
-    let r = rng.next_u64();
-    let upper = upper.as_nanos();
-    match u64::try_from(upper) {
+    match nanos_u64(upper) {
         // Any delay under 584 years: the common path.
-        Ok(upper) => Duration::from_nanos(((u128::from(upper) * u128::from(r)) >> 64) as u64),
-        Err(_) => {
+        Some(upper) => Duration::from_nanos(uniform_nanos(rng, upper)),
+        None => {
+            let r = rng.next_u64();
+            let upper = upper.as_nanos();
             // Split the 94-bit nanosecond count so the product cannot overflow 128 bits.
             let high = (upper >> 64) * u128::from(r);
             let low = ((upper & u128::from(u64::MAX)) * u128::from(r)) >> 64;
@@ -382,6 +449,35 @@ mod tests {
                 Jitter::Decorrelated,
             ] {
                 assert!(b.jitter(jitter).delays_seeded(1).take(50).all(|d| d <= MS));
+            }
+        }
+    }
+
+    #[test]
+    fn carried_ceilings_match_the_formula() {
+        // The draw carries the ceiling from one retry to the next (a shift for base 2); without jitter
+        // every delay must be exactly `ceiling(n)`, on both sides of the u64-nanosecond boundary.
+        let huge = Duration::from_nanos(u64::MAX / 3);
+        for base in [1.0, 1.5, 2.0, 3.0, 10.0] {
+            for initial in [Duration::ZERO, Duration::from_nanos(1), 100 * MS, huge] {
+                for max in [
+                    initial,
+                    Duration::from_secs(20),
+                    Duration::from_nanos(u64::MAX),
+                    Duration::MAX,
+                ] {
+                    let b = Backoff::exponential(initial)
+                        .base(base)
+                        .max_delay(max)
+                        .jitter(Jitter::None);
+                    for (n, delay) in (1..).zip(b.delays_seeded(0).take(200)) {
+                        assert_eq!(
+                            delay,
+                            b.ceiling(n),
+                            "base {base}, initial {initial:?}, max {max:?}, n {n}"
+                        );
+                    }
+                }
             }
         }
     }
