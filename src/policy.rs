@@ -490,7 +490,9 @@ impl RetryPolicyBuilder {
 #[derive(Clone)]
 pub struct RetryState {
     policy: RetryPolicy,
-    delays: Option<DelayState>,
+    /// Boxed: created at the first retry, it keeps the state (and every adapter's future) of a request
+    /// that succeeds at once small.
+    delays: Option<Box<DelayState>>,
     started: Option<Instant>,
     attempts: u32,
     slept: Duration,
@@ -612,16 +614,16 @@ impl RetryState {
         if floor.is_some_and(|f| f > s.max_retry_after) {
             return Decision::Stop(StopReason::RetryAfterTooLong);
         }
-        let ceiling = s.backoff.ceiling(self.attempts);
         // The generator is seeded at the first retry, so a request that succeeds at once pays nothing for it.
         let delays = self
             .delays
-            .get_or_insert_with(|| DelayState::new(&s.backoff, s.streams.next_stream()));
+            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
         let backoff_delay = delays.next_delay(&s.backoff);
         let delay = match (s.retry_after, floor) {
             (_, None) | (RetryAfterMode::Ignore, _) => backoff_delay,
             (RetryAfterMode::Strict, Some(floor)) => floor.max(backoff_delay),
             (RetryAfterMode::Spread, Some(floor)) => {
+                let ceiling = s.backoff.ceiling(self.attempts);
                 let mut window = ceiling.max(floor).min(s.max_retry_after - floor);
                 if let Some(remaining) = remaining {
                     window = window.min(remaining.saturating_sub(floor));

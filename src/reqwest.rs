@@ -1,14 +1,20 @@
 //! [`RetryMiddleware`] for `reqwest-middleware`.
 
 use std::error::Error;
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::pin::Pin;
 
-use http::Extensions;
+use std::time::Duration;
+
+use http::{Extensions, Method};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::classify::AsError;
+use crate::policy::RetryState;
 use crate::policy::{Decision, RetryPolicy};
-use crate::replay::{Held, HttpReplay, Replay};
+use crate::replay::{HttpReplay, Replay, Sent};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///
@@ -49,39 +55,83 @@ impl RetryMiddleware {
     }
 }
 
-#[async_trait::async_trait]
-impl Middleware for RetryMiddleware {
-    async fn handle(
+impl RetryMiddleware {
+    /// The retry loop: send, judge, and sleep or return, as the policy's state machine says.
+    async fn run(
         &self,
-        mut request: Request,
+        request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let replay = HttpReplay;
         let mut retry = self.policy.start();
+        // While a retry may follow, a copy is sent and the request itself is kept for the next attempt:
+        // the future (boxed for every request) then stores one request, not two.
         loop {
-            let held =
-                Held::prepare::<Response, reqwest_middleware::Error, _>(&retry, &replay, &request);
-            let mut result = next.clone().run(request, extensions).await;
-            let (sent, replayable) = held.sent();
-            let attempt = replay.attempt(&self.policy, sent, &result, replayable);
-            match retry.decide(attempt) {
-                Decision::Retry(delay) => {
-                    // Released before the sleep, not after it: a connection whose body was read to the end goes
-                    // back to the pool now, and one whose body was not is closed now.
-                    drop(result);
-                    tokio::time::sleep(delay).await;
-                    let Held::Copy(copy) = held else {
-                        unreachable!("a retry is decided only for a request with a copy");
-                    };
-                    request = copy;
-                }
-                Decision::Stop(_) => {
-                    crate::http::record(&mut result, retry.info());
-                    return result;
-                }
+            let attempt = match retry.may_retry().then(|| request.try_clone()).flatten() {
+                Some(copy) => next.clone().run(copy, extensions),
+                None => break,
+            };
+            let result = attempt.await;
+            match self.decide(&mut retry, Sent::Copy(&request), result, true) {
+                ControlFlow::Continue(delay) => tokio_sleep(delay).await,
+                ControlFlow::Break(result) => return result,
             }
         }
+        // The last allowed attempt, or a request that cannot be copied (a streaming body): sent as it is,
+        // and its result returned as it is.
+        let method = request.method().clone();
+        let result = next.run(request, extensions).await;
+        match self.decide(&mut retry, Sent::Kept(&method), result, false) {
+            ControlFlow::Continue(_) => {
+                unreachable!("a retry is decided only for a request with a copy")
+            }
+            ControlFlow::Break(result) => result,
+        }
+    }
+
+    /// Judges an attempt and asks the state machine: `Continue(delay)` to retry (the result is dropped
+    /// now, so its connection goes back to the pool, or is closed, before the sleep rather than after
+    /// it), or `Break(result)`, the final result with [`RetryInfo`](crate::RetryInfo) recorded.
+    fn decide(
+        &self,
+        retry: &mut RetryState,
+        sent: Sent<'_, Request, Method>,
+        mut result: reqwest_middleware::Result<Response>,
+        replayable: bool,
+    ) -> ControlFlow<reqwest_middleware::Result<Response>, Duration> {
+        let attempt = HttpReplay.attempt(&self.policy, sent, &result, replayable);
+        match retry.decide(attempt) {
+            Decision::Retry(delay) => ControlFlow::Continue(delay),
+            Decision::Stop(_) => {
+                crate::http::record(&mut result, retry.info());
+                ControlFlow::Break(result)
+            }
+        }
+    }
+}
+
+/// Sleeps on tokio's timer, the `Sleep` boxed: it lives on the heap of a request that retries rather
+/// than in the future of every request.
+async fn tokio_sleep(delay: Duration) {
+    Box::pin(tokio::time::sleep(delay)).await;
+}
+
+/// Written out rather than with `#[async_trait]`, whose future would hold the arguments again beside the
+/// retry loop's own future.
+impl Middleware for RetryMiddleware {
+    fn handle<'s, 'e, 'n, 'f>(
+        &'s self,
+        request: Request,
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    where
+        's: 'f,
+        'e: 'f,
+        'n: 'f,
+        Self: 'f,
+    {
+        Box::pin(self.run(request, extensions, next))
     }
 }
 
@@ -94,5 +144,53 @@ impl AsError for reqwest_middleware::Error {
                 e
             }
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    static FUTURE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+    /// Runs the retry loop as `RetryMiddleware` does, noting the size of its future.
+    struct Measure(RetryMiddleware);
+
+    #[async_trait::async_trait]
+    impl Middleware for Measure {
+        async fn handle(
+            &self,
+            request: Request,
+            extensions: &mut Extensions,
+            next: Next<'_>,
+        ) -> reqwest_middleware::Result<Response> {
+            let future = self.0.run(request, extensions, next);
+            FUTURE_SIZE.store(std::mem::size_of_val(&future), Ordering::SeqCst);
+            future.await
+        }
+    }
+
+    fn answer_200<'a>(
+        _request: Request,
+        _extensions: &'a mut Extensions,
+        _next: Next<'a>,
+    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>> {
+        Box::pin(async { Ok(Response::from(http::Response::new(""))) })
+    }
+
+    /// Every request boxes this future once, so its size is paid on every request. A guard against a
+    /// regression: holding the request twice (the original and its copy) and the timer inline made it
+    /// 1 176 bytes and cost 339 more instructions per request (callgrind); it is 840 bytes now.
+    #[tokio::test]
+    async fn the_retry_loop_future_stays_small() {
+        let measure = Measure(RetryMiddleware::new(crate::RetryPolicy::default()));
+        let chain: Vec<Arc<dyn Middleware>> = vec![Arc::new(measure), Arc::new(answer_200)];
+        let client = reqwest_middleware::ClientWithMiddleware::new(reqwest::Client::new(), chain);
+        let response = client.get("http://example.invalid/").send().await;
+        assert_eq!(response.expect("answered").status(), http::StatusCode::OK);
+        let size = FUTURE_SIZE.load(Ordering::SeqCst);
+        assert!(size <= 1024, "the retry loop's future is {size} bytes");
     }
 }
