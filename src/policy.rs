@@ -490,9 +490,7 @@ impl RetryPolicyBuilder {
 #[derive(Clone)]
 pub struct RetryState {
     policy: RetryPolicy,
-    /// Boxed: created at the first retry, it keeps the state (and every adapter's future) of a request
-    /// that succeeds at once small.
-    delays: Option<Box<DelayState>>,
+    delays: Option<DelayState>,
     started: Option<Instant>,
     attempts: u32,
     slept: Duration,
@@ -617,7 +615,7 @@ impl RetryState {
         // The generator is seeded at the first retry, so a request that succeeds at once pays nothing for it.
         let delays = self
             .delays
-            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
+            .get_or_insert_with(|| DelayState::new(&s.backoff, s.streams.next_stream()));
         let backoff_delay = delays.next_delay(&s.backoff);
         let delay = match (s.retry_after, floor) {
             (_, None) | (RetryAfterMode::Ignore, _) => backoff_delay,

@@ -96,6 +96,13 @@ where
                             // Released before the sleep, not after it: a connection whose body was read to the end goes
                             // back to the pool now, and one whose body was not is closed now.
                             drop(result);
+                            if delay.is_zero() {
+                                // Nothing to wait for: no timer, but a yield, so that a service that
+                                // fails at once cannot keep the thread to itself.
+                                this.state.set(State::Retrying);
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
                             this.state.set(State::Sleeping {
                                 sleep: Box::pin(tokio::time::sleep(delay)),
                             });
