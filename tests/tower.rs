@@ -1328,3 +1328,39 @@ mod hyper_util_client {
         listener.local_addr().unwrap().port()
     }
 }
+
+#[tokio::test]
+async fn a_zero_delay_retry_yields_to_other_tasks() {
+    // On this current-thread runtime the spawned task runs only when the retrying one yields. A service
+    // that fails at once, retried without a delay, must still let it run before each retry.
+    let other_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&other_ran);
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let hits = Hits::default();
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::ZERO))
+        .max_retries(3)
+        .no_budget()
+        .build()
+        .unwrap();
+
+    let response = send(
+        policy,
+        server(&hits, move |_, _| {
+            record
+                .lock()
+                .unwrap()
+                .push(other_ran.load(Ordering::SeqCst));
+            status(503)
+        }),
+        get(),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(hits.count(), 4);
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(*seen.lock().unwrap(), [false, true, true, true]);
+}
