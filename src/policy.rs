@@ -135,9 +135,31 @@ impl Attempt {
 ///
 /// The adapters insert it into the final response's extensions:
 ///
-/// ```ignore
+/// ```
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # use std::time::Duration;
+/// # use stagger::{Backoff, RetryLayer, RetryPolicy, StopReason};
+/// # use tower::{Layer, ServiceExt, service_fn};
+/// # let policy = RetryPolicy::builder()
+/// #     .backoff(Backoff::fixed(Duration::from_millis(10)))
+/// #     .build()
+/// #     .unwrap();
+/// # let calls = std::sync::atomic::AtomicU32::new(0);
+/// # let server = service_fn(|_: http::Request<()>| {
+/// #     let status = if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 { 503 } else { 200 };
+/// #     async move { Ok::<_, std::convert::Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
+/// # });
+/// # let response = RetryLayer::new(policy).layer(server).oneshot(http::Request::new(())).await.unwrap();
+/// // A 503, then a 200:
 /// let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
-/// println!("{} attempts", info.attempts());
+/// assert_eq!(info.attempts(), 2);
+/// assert_eq!(info.slept(), Duration::from_millis(10));
+/// assert_eq!(info.stop_reason(), Some(StopReason::Success));
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryInfo {
