@@ -63,6 +63,7 @@ mod budget;
 mod classify;
 mod error;
 mod http;
+mod pause;
 mod policy;
 mod replay;
 mod retry;

@@ -172,8 +172,8 @@ where
     fn record(&self, _result: &mut Result<Res, E>, _info: RetryInfo) {}
 }
 
-/// What an adapter holds of the request in flight.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+/// What the tower adapter holds of the request in flight.
+#[cfg(feature = "tower")]
 pub(crate) enum Held<Req, K> {
     /// A copy for the next attempt.
     Copy(Req),
@@ -181,7 +181,7 @@ pub(crate) enum Held<Req, K> {
     Kept(K),
 }
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[cfg(feature = "tower")]
 impl<Req, K> Held<Req, K> {
     /// Keeps a copy of `request` when a retry may follow it, and only what judging needs otherwise: no
     /// copy is made for an attempt that can never be retried.

@@ -4,7 +4,6 @@ use std::error::Error;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
-
 use std::time::Duration;
 
 use http::{Extensions, Method};
@@ -12,8 +11,8 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::classify::AsError;
-use crate::policy::RetryState;
-use crate::policy::{Decision, RetryPolicy};
+use crate::pause::Pause;
+use crate::policy::{Decision, RetryPolicy, RetryState};
 use crate::replay::{HttpReplay, Replay, Sent};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
@@ -73,7 +72,7 @@ impl RetryMiddleware {
             };
             let result = attempt.await;
             match self.decide(&mut retry, Sent::Copy(&request), result, true) {
-                ControlFlow::Continue(delay) => tokio_sleep(delay).await,
+                ControlFlow::Continue(delay) => Pause::new(delay).await,
                 ControlFlow::Break(result) => return result,
             }
         }
@@ -107,17 +106,6 @@ impl RetryMiddleware {
                 ControlFlow::Break(result)
             }
         }
-    }
-}
-
-/// Sleeps on tokio's timer, the `Sleep` boxed: it lives on the heap of a request that retries rather
-/// than in the future of every request. A zero delay needs no timer, only a yield, so that a chain that
-/// fails at once cannot keep the thread to itself.
-async fn tokio_sleep(delay: Duration) {
-    if delay.is_zero() {
-        tokio::task::yield_now().await;
-    } else {
-        Box::pin(tokio::time::sleep(delay)).await;
     }
 }
 

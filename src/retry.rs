@@ -3,6 +3,7 @@
 use std::future::Future;
 
 use crate::classify::Outcome;
+use crate::pause::Pause;
 use crate::policy::{Attempt, Decision, RetryPolicy};
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
@@ -58,7 +59,7 @@ where
             Decision::Retry(delay) => {
                 // Drop a failed result (a half-open connection, say) before sleeping, not after.
                 drop(result);
-                tokio::time::sleep(delay).await;
+                Pause::new(delay).await;
             }
             Decision::Stop(_) => return result,
         }

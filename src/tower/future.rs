@@ -10,8 +10,8 @@ use std::task::{Context, Poll, ready};
 
 use ::tower::Service;
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 
+use crate::pause::Pause;
 use crate::policy::{Decision, RetryState};
 use crate::replay::{Held, Replay};
 
@@ -35,8 +35,7 @@ pin_project! {
     #[project = StateProj]
     enum State<F> {
         Called { #[pin] future: F },
-        // Boxed: a `Sleep` is large, and only a retry needs one.
-        Sleeping { sleep: Pin<Box<Sleep>> },
+        Sleeping { pause: Pause },
         Retrying,
     }
 }
@@ -96,15 +95,8 @@ where
                             // Released before the sleep, not after it: a connection whose body was read to the end goes
                             // back to the pool now, and one whose body was not is closed now.
                             drop(result);
-                            if delay.is_zero() {
-                                // Nothing to wait for: no timer, but a yield, so that a service that
-                                // fails at once cannot keep the thread to itself.
-                                this.state.set(State::Retrying);
-                                cx.waker().wake_by_ref();
-                                return Poll::Pending;
-                            }
                             this.state.set(State::Sleeping {
-                                sleep: Box::pin(tokio::time::sleep(delay)),
+                                pause: Pause::new(delay),
                             });
                         }
                         Decision::Stop(_) => {
@@ -113,8 +105,8 @@ where
                         }
                     }
                 }
-                StateProj::Sleeping { sleep } => {
-                    ready!(sleep.as_mut().poll(cx));
+                StateProj::Sleeping { pause } => {
+                    ready!(Pin::new(pause).poll(cx));
                     this.state.set(State::Retrying);
                 }
                 StateProj::Retrying => {
