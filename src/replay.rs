@@ -172,6 +172,33 @@ where
     fn record(&self, _result: &mut Result<Res, E>, _info: RetryInfo) {}
 }
 
+/// Judges an attempt with `replay` and asks the state machine: `Continue(delay)` to retry, the result
+/// dropped now (so that its connection goes back to the pool, or is closed, before the sleep rather than
+/// after it), or `Break(result)`, the final result with [`RetryInfo`] recorded in it. The one step both
+/// adapters take after every attempt.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn conclude<Req, Res, E, R>(
+    replay: &R,
+    retry: &mut crate::RetryState,
+    sent: Sent<'_, Req, R::Kept>,
+    mut result: Result<Res, E>,
+    replayable: bool,
+) -> std::ops::ControlFlow<Result<Res, E>, std::time::Duration>
+where
+    R: Replay<Req, Res, E>,
+{
+    use std::ops::ControlFlow;
+
+    let attempt = replay.attempt(retry.policy(), sent, &result, replayable);
+    match retry.decide(attempt) {
+        crate::Decision::Retry(delay) => ControlFlow::Continue(delay),
+        crate::Decision::Stop(_) => {
+            replay.record(&mut result, retry.info());
+            ControlFlow::Break(result)
+        }
+    }
+}
+
 /// What the tower adapter holds of the request in flight.
 #[cfg(feature = "tower")]
 pub(crate) enum Held<Req, K> {

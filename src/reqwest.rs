@@ -4,16 +4,15 @@ use std::error::Error;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
-use std::time::Duration;
 
-use http::{Extensions, Method};
+use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::classify::AsError;
 use crate::pause::Pause;
-use crate::policy::{Decision, RetryPolicy, RetryState};
-use crate::replay::{HttpReplay, Replay, Sent};
+use crate::policy::RetryPolicy;
+use crate::replay::{HttpReplay, Sent, conclude};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///
@@ -64,14 +63,15 @@ impl RetryMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let mut retry = self.policy.start();
         // While a retry may follow, a copy is sent and the request itself is kept for the next attempt:
-        // the future (boxed for every request) then stores one request, not two.
+        // the future (boxed for every request) then stores one request, not two. After each attempt the
+        // result is judged and either dropped before the pause or returned (`conclude`).
         loop {
             let attempt = match retry.may_retry().then(|| request.try_clone()).flatten() {
                 Some(copy) => next.clone().run(copy, extensions),
                 None => break,
             };
             let result = attempt.await;
-            match self.decide(&mut retry, Sent::Copy(&request), result, true) {
+            match conclude(&HttpReplay, &mut retry, Sent::Copy(&request), result, true) {
                 ControlFlow::Continue(delay) => Pause::new(delay).await,
                 ControlFlow::Break(result) => return result,
             }
@@ -80,31 +80,17 @@ impl RetryMiddleware {
         // and its result returned as it is.
         let method = request.method().clone();
         let result = next.run(request, extensions).await;
-        match self.decide(&mut retry, Sent::Kept(&method), result, false) {
+        match conclude(
+            &HttpReplay,
+            &mut retry,
+            Sent::<Request, _>::Kept(&method),
+            result,
+            false,
+        ) {
             ControlFlow::Continue(_) => {
                 unreachable!("a retry is decided only for a request with a copy")
             }
             ControlFlow::Break(result) => result,
-        }
-    }
-
-    /// Judges an attempt and asks the state machine: `Continue(delay)` to retry (the result is dropped
-    /// now, so its connection goes back to the pool, or is closed, before the sleep rather than after
-    /// it), or `Break(result)`, the final result with [`RetryInfo`](crate::RetryInfo) recorded.
-    fn decide(
-        &self,
-        retry: &mut RetryState,
-        sent: Sent<'_, Request, Method>,
-        mut result: reqwest_middleware::Result<Response>,
-        replayable: bool,
-    ) -> ControlFlow<reqwest_middleware::Result<Response>, Duration> {
-        let attempt = HttpReplay.attempt(&self.policy, sent, &result, replayable);
-        match retry.decide(attempt) {
-            Decision::Retry(delay) => ControlFlow::Continue(delay),
-            Decision::Stop(_) => {
-                crate::http::record(&mut result, retry.info());
-                ControlFlow::Break(result)
-            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! still the core state machine's.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -12,8 +13,8 @@ use ::tower::Service;
 use pin_project_lite::pin_project;
 
 use crate::pause::Pause;
-use crate::policy::{Decision, RetryState};
-use crate::replay::{Held, Replay};
+use crate::policy::RetryState;
+use crate::replay::{Held, Replay, conclude};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -82,27 +83,18 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Called { future } => {
-                    let mut result = ready!(future.poll(cx));
+                    let result = ready!(future.poll(cx));
                     let Some(held) = this.held.as_ref() else {
                         unreachable!("the request is held from `new` until a retry");
                     };
                     let (sent, replayable) = held.sent();
-                    let attempt =
-                        this.replay
-                            .attempt(this.retry.policy(), sent, &result, replayable);
-                    match this.retry.decide(attempt) {
-                        Decision::Retry(delay) => {
-                            // Released before the sleep, not after it: a connection whose body was read to the end goes
-                            // back to the pool now, and one whose body was not is closed now.
-                            drop(result);
+                    match conclude(this.replay, this.retry, sent, result, replayable) {
+                        ControlFlow::Continue(delay) => {
                             this.state.set(State::Sleeping {
                                 pause: Pause::new(delay),
                             });
                         }
-                        Decision::Stop(_) => {
-                            this.replay.record(&mut result, this.retry.info());
-                            return Poll::Ready(result);
-                        }
+                        ControlFlow::Break(result) => return Poll::Ready(result),
                     }
                 }
                 StateProj::Sleeping { pause } => {
