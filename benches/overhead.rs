@@ -158,12 +158,15 @@ fn variants() -> Vec<(&'static str, Variant)> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // `cargo bench` passes `--bench` to every bench.
+    let args: Vec<&str> = (args.iter().map(String::as_str))
+        .filter(|a| *a != "--bench")
+        .collect();
     match args.as_slice() {
         ["--only", name, n] => only(name, n.parse().expect("a request count")),
         ["--instructions"] => instructions(),
-        // What `cargo bench` passes to every bench: `--bench`, and criterion's flags and filter when it
-        // is given some. A filter keeps the variants whose name contains it; flags are ignored.
+        // Criterion's flags and filter, when `cargo bench` runs every bench with some: a filter keeps
+        // the variants whose name contains it; flags are ignored.
         other => {
             let filters: Vec<&str> = (other.iter().copied())
                 .filter(|a| !a.starts_with("--"))
