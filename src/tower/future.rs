@@ -28,7 +28,7 @@ pin_project! {
         service: S,
         retry: RetryState,
         replay: R,
-        held: Option<Held<Req, R::Kept>>,
+        held: Held<Req, R::Kept>,
     }
 }
 
@@ -66,7 +66,7 @@ where
             service,
             retry,
             replay,
-            held: Some(held),
+            held,
         }
     }
 }
@@ -84,10 +84,7 @@ where
             match this.state.as_mut().project() {
                 StateProj::Called { future } => {
                     let result = ready!(future.poll(cx));
-                    let Some(held) = this.held.as_ref() else {
-                        unreachable!("the request is held from `new` until a retry");
-                    };
-                    let (sent, replayable) = held.sent();
+                    let (sent, replayable) = this.held.sent();
                     match conclude(this.replay, this.retry, sent, result, replayable) {
                         ControlFlow::Continue(delay) => {
                             this.state.set(State::Sleeping {
@@ -104,10 +101,9 @@ where
                 StateProj::Retrying => {
                     ready!(this.service.poll_ready(cx))?;
                     // `decide` retries only a replayable attempt, which is one whose copy is held.
-                    let Some(Held::Copy(request)) = this.held.take() else {
+                    let Some(request) = this.held.next(this.retry, this.replay) else {
                         unreachable!("a retry is decided only for a request with a copy");
                     };
-                    *this.held = Some(Held::prepare(this.retry, this.replay, &request));
                     let future = this.service.call(request);
                     this.state.set(State::Called { future });
                 }
