@@ -1330,9 +1330,10 @@ mod hyper_util_client {
 }
 
 #[tokio::test]
-async fn a_zero_delay_retry_yields_to_other_tasks() {
+async fn zero_delay_retries_spend_the_cooperative_budget_and_then_yield() {
     // On this current-thread runtime the spawned task runs only when the retrying one yields. A service
-    // that fails at once, retried without a delay, must still let it run before each retry.
+    // that fails at once, retried without a delay, retries at once while the task has tokio's budget
+    // (128 units per poll), and must then let the other task run: it cannot keep the thread to itself.
     let other_ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = Arc::clone(&other_ran);
     tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
@@ -1341,7 +1342,7 @@ async fn a_zero_delay_retry_yields_to_other_tasks() {
     let hits = Hits::default();
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))
-        .max_retries(3)
+        .max_retries(1000)
         .no_budget()
         .build()
         .unwrap();
@@ -1360,7 +1361,38 @@ async fn a_zero_delay_retry_yields_to_other_tasks() {
     .await
     .unwrap();
 
-    assert_eq!(hits.count(), 4);
+    assert_eq!(hits.count(), 1001);
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(*seen.lock().unwrap(), [false, true, true, true]);
+    let seen = seen.lock().unwrap();
+    let before = seen.iter().take_while(|&&ran| !ran).count();
+    // Zero-delay retries do not wait for the runtime: several go out before the first yield…
+    assert!(before > 1, "the other task ran after {before} attempt(s)");
+    // …but the budget runs out long before the retries do, and once the other task has run it stays run.
+    assert!(
+        before <= 129,
+        "the other task ran only after {before} attempts"
+    );
+    assert!(seen[before..].iter().all(|&ran| ran));
+}
+
+#[test]
+fn a_zero_delay_retry_does_not_go_through_the_timer() {
+    // A runtime without a timer: `tokio::time::sleep` would panic in it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let hits = Hits::default();
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::ZERO))
+        .max_retries(3)
+        .no_budget()
+        .build()
+        .unwrap();
+
+    let response = runtime
+        .block_on(send(policy, server(&hits, |_, _| status(503)), get()))
+        .unwrap();
+
+    assert_eq!(hits.count(), 4);
+    assert_eq!(info(&response).slept(), Duration::ZERO);
 }
