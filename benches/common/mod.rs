@@ -207,24 +207,15 @@ pub mod middleware {
     type BoxedResponse<'a> =
         Pin<Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>>;
 
-    /// The end of a chain: answers `200` at once, without a network.
-    fn answer_200<'a>(
+    /// The end of a chain: answers `200` at once, without a network (with `CONN`, carrying the extension
+    /// a connection's response carries).
+    fn answer_200<'a, const CONN: bool>(
         request: reqwest::Request,
         _extensions: &'a mut Extensions,
         _next: Next<'a>,
     ) -> BoxedResponse<'a> {
         drop(request);
-        Box::pin(async { Ok(reqwest::Response::from(response_200(false))) })
-    }
-
-    /// The same, with the extension a connection's response carries.
-    fn answer_200_conn<'a>(
-        request: reqwest::Request,
-        _extensions: &'a mut Extensions,
-        _next: Next<'a>,
-    ) -> BoxedResponse<'a> {
-        drop(request);
-        Box::pin(async { Ok(reqwest::Response::from(response_200(true))) })
+        Box::pin(async { Ok(reqwest::Response::from(response_200(CONN))) })
     }
 
     /// The cheapest middleware: hands the request on. What being a middleware costs, retrying or not.
@@ -240,9 +231,9 @@ pub mod middleware {
     /// connection's response).
     pub fn chain(retry: Option<Arc<dyn Middleware>>, conn: bool) -> ClientWithMiddleware {
         let answer: Arc<dyn Middleware> = if conn {
-            Arc::new(answer_200_conn)
+            Arc::new(answer_200::<true>)
         } else {
-            Arc::new(answer_200)
+            Arc::new(answer_200::<false>)
         };
         let middlewares: Vec<_> = retry.into_iter().chain([answer]).collect();
         ClientWithMiddleware::new(reqwest::Client::new(), middlewares)
