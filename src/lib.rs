@@ -63,6 +63,7 @@ mod budget;
 mod classify;
 mod error;
 mod http;
+mod http_date;
 mod pause;
 mod policy;
 mod replay;
