@@ -111,6 +111,8 @@ fn trim_ows(mut bytes: &[u8]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// Sun, 06 Nov 1994 08:49:37 GMT, the RFC's example date.
@@ -122,6 +124,18 @@ mod tests {
 
     fn parse(value: &[u8], now: SystemTime) -> Option<Duration> {
         parse_retry_after(&HeaderValue::from_bytes(value).unwrap(), now)
+    }
+
+    /// `seconds` and `nanos` after the epoch, `seconds` negative before it; `None` if this platform's
+    /// `SystemTime` cannot hold it.
+    fn instant(seconds: i64, nanos: u32) -> Option<SystemTime> {
+        let whole = Duration::from_secs(seconds.unsigned_abs());
+        let whole = if seconds >= 0 {
+            UNIX_EPOCH.checked_add(whole)
+        } else {
+            UNIX_EPOCH.checked_sub(whole)
+        };
+        whole?.checked_add(Duration::from_nanos(u64::from(nanos)))
     }
 
     #[test]
@@ -213,6 +227,121 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(value)
             );
+        }
+    }
+
+    #[test]
+    fn dates_before_1970_are_past_not_absent() {
+        for value in [
+            &b"Thu, 01 Jan 1959 00:00:00 GMT"[..],
+            b"Thu Jan  1 00:00:00 1959",
+            b"Mon, 01 Jan 1900 00:00:00 GMT",
+            b"Mon, 01 Jan 0001 00:00:00 GMT",
+            b"Sat, 01 Jan 0000 00:00:00 GMT",
+            b"Wed, 31 Dec 1969 23:59:59 GMT",
+        ] {
+            for now in [at(RFC_DATE), at(0)] {
+                assert_eq!(
+                    parse(value, now),
+                    Some(Duration::ZERO),
+                    "{}",
+                    String::from_utf8_lossy(value)
+                );
+            }
+        }
+        // Before a `now` that is itself before the epoch, a pre-1970 date is as far off as it looks.
+        let ten_seconds_before = instant(-347_155_200 - 10, 0).unwrap();
+        assert_eq!(
+            parse(b"Thu, 01 Jan 1959 00:00:00 GMT", ten_seconds_before),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            parse(
+                b"Sun, 06 Nov 1994 08:49:37 GMT",
+                instant(-1, 500_000_000).unwrap()
+            ),
+            Some(Duration::new(RFC_DATE, 500_000_000))
+        );
+    }
+
+    #[test]
+    fn leap_second_in_all_three_forms() {
+        // 2016-12-31T23:59:60Z is 2017-01-01T00:00:00Z in Unix time: ten seconds after this `now`.
+        let now = at(1_483_228_790);
+        for form in [
+            &b"Sat, 31 Dec 2016 23:59:60 GMT"[..],
+            b"Saturday, 31-Dec-16 23:59:60 GMT",
+            b"Sat Dec 31 23:59:60 2016",
+        ] {
+            assert_eq!(parse(form, now), Some(Duration::from_secs(10)), "{form:?}");
+        }
+        assert_eq!(parse(b"Sat, 31 Dec 2016 23:59:61 GMT", now), None);
+    }
+
+    #[test]
+    fn rfc850_two_digit_year_is_at_most_50_years_ahead() {
+        // Sun, 15 Mar 2026 12:00:00 GMT.
+        let now = at(1_773_576_000);
+        let fifty_years = Duration::from_secs(3_351_499_200 - 1_773_576_000);
+        assert_eq!(
+            parse(b"Sunday, 15-Mar-76 12:00:00 GMT", now),
+            Some(fifty_years)
+        );
+        // A second further is 1976, long past.
+        assert_eq!(
+            parse(b"Monday, 15-Mar-76 12:00:01 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse(b"Sunday, 15-Mar-76 12:00:01 GMT", now), None);
+    }
+
+    #[test]
+    fn a_future_date_is_exact_to_the_nanosecond() {
+        let now = at(RFC_DATE - 10) + Duration::from_millis(250);
+        assert_eq!(
+            parse(b"Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::from_millis(9_750))
+        );
+    }
+
+    /// A date to parse and its Unix second: any instant `httpdate` formats, or one before 1970.
+    fn dated() -> impl Strategy<Value = (String, i64)> {
+        prop_oneof![
+            (0..=253_402_300_799_i64)
+                .prop_map(|second| (httpdate::fmt_http_date(at(second as u64)), second)),
+            Just(("Thu, 01 Jan 1959 00:00:00 GMT".to_owned(), -347_155_200)),
+            Just(("Sat, 01 Jan 0000 00:00:00 GMT".to_owned(), -62_167_219_200)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_now_gives_the_exact_wait_or_zero(
+            (value, date) in dated(),
+            now_seconds in any::<i64>(),
+            now_nanos in 0..1_000_000_000_u32,
+        ) {
+            let now = instant(now_seconds, now_nanos);
+            prop_assume!(now.is_some());
+            let wait = i128::from(date) * 1_000_000_000
+                - (i128::from(now_seconds) * 1_000_000_000 + i128::from(now_nanos));
+            let want = if wait <= 0 {
+                Duration::ZERO
+            } else {
+                let seconds = u64::try_from(wait / 1_000_000_000).unwrap();
+                Duration::new(seconds, (wait % 1_000_000_000) as u32)
+            };
+            prop_assert_eq!(parse(value.as_bytes(), now.unwrap()), Some(want), "{}", value);
+        }
+
+        #[test]
+        fn arbitrary_header_values_never_panic(
+            value in proptest::collection::vec(any::<u8>(), 0..40),
+            now_seconds in any::<i64>(),
+        ) {
+            if let (Ok(value), Some(now)) = (HeaderValue::from_bytes(&value), instant(now_seconds, 0)) {
+                let _ = parse_retry_after(&value, now);
+            }
         }
     }
 }
