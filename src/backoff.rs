@@ -263,10 +263,16 @@ impl DelayState {
     #[inline]
     fn next_nanos(&mut self, backoff: &Backoff, initial: u64, max: u64) -> u64 {
         if backoff.jitter == Jitter::Decorrelated {
-            let high = self.previous.saturating_mul(3).min(max);
-            let delay = initial + uniform_nanos(&mut self.rng, high.saturating_sub(initial));
+            // d(n) = min(max, U[initial, 3·d(n−1)]): the cap comes after the draw, not on 3·d(n−1).
+            // `previous` starts at `initial` and no delay is below it (nor is `max`), so `high - initial`
+            // cannot wrap.
+            let delay = match self.previous.checked_mul(3) {
+                Some(high) => initial + uniform_nanos(&mut self.rng, high - initial),
+                None => decorrelated_beyond_u64(&mut self.rng, initial, self.previous),
+            }
+            .min(max);
             self.previous = delay;
-            return delay.min(max);
+            return delay;
         }
         if self.retries > 1 && self.ceiling < max {
             self.ceiling = if backoff.base == 2.0 {
@@ -300,9 +306,12 @@ impl DelayState {
                 half + uniform(&mut self.rng, ceiling - half)
             }
             Jitter::Decorrelated => {
-                let low = backoff.initial.min(backoff.max_delay);
-                let high = self.previous_slow.saturating_mul(3).min(backoff.max_delay);
-                let delay = low + uniform(&mut self.rng, high.saturating_sub(low));
+                // In u128 nanoseconds, where 3·d(n−1) fits even for `Duration::MAX`; capped after the
+                // draw, as on the fast path.
+                let low = backoff.initial.min(backoff.max_delay).as_nanos();
+                let high = self.previous_slow.as_nanos() * 3;
+                let drawn = low + uniform_nanos_u128(&mut self.rng, high.saturating_sub(low));
+                let delay = from_nanos_u128(drawn).min(backoff.max_delay);
                 self.previous_slow = delay;
                 delay
             }
@@ -351,6 +360,26 @@ fn uniform_nanos(rng: &mut SmallRng, upper: u64) -> u64 {
     ((u128::from(upper) * u128::from(rng.next_u64())) >> 64) as u64
 }
 
+/// [`Jitter::Decorrelated`]'s draw `initial + U[0, 3·previous − initial)` when `3·previous` overflows a
+/// `u64` of nanoseconds (only under a `max_delay` beyond 195 years), saturating at `u64::MAX` for the cap
+/// that follows.
+#[cold]
+fn decorrelated_beyond_u64(rng: &mut SmallRng, initial: u64, previous: u64) -> u64 {
+    let initial = u128::from(initial);
+    let drawn = initial + uniform_nanos_u128(rng, u128::from(previous) * 3 - initial);
+    u64::try_from(drawn).unwrap_or(u64::MAX)
+}
+
+/// [`uniform_nanos`] for any `u128` bound, `[0, upper)` (`[0, 0]` for zero) from one `u64` draw.
+#[inline]
+fn uniform_nanos_u128(rng: &mut SmallRng, upper: u128) -> u128 {
+    let r = u128::from(rng.next_u64());
+    // Split the bound so neither product overflows 128 bits: (2^64 − 1)² + 2^64 − 1 < 2^128.
+    let high = (upper >> 64) * r;
+    let low = ((upper & u128::from(u64::MAX)) * r) >> 64;
+    high + low
+}
+
 /// A duration's nanoseconds as a `u64`, if they fit (below 584 years).
 #[inline]
 fn nanos_u64(d: Duration) -> Option<u64> {
@@ -366,14 +395,7 @@ fn uniform(rng: &mut SmallRng, upper: Duration) -> Duration {
     match nanos_u64(upper) {
         // Any delay under 584 years: the common path.
         Some(upper) => Duration::from_nanos(uniform_nanos(rng, upper)),
-        None => {
-            let r = rng.next_u64();
-            let upper = upper.as_nanos();
-            // Split the 94-bit nanosecond count so the product cannot overflow 128 bits.
-            let high = (upper >> 64) * u128::from(r);
-            let low = ((upper & u128::from(u64::MAX)) * u128::from(r)) >> 64;
-            from_nanos_u128(high + low)
-        }
+        None => from_nanos_u128(uniform_nanos_u128(rng, upper.as_nanos())),
     }
 }
 
