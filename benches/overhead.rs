@@ -21,7 +21,6 @@
 
 mod common;
 
-use std::convert::Infallible;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +58,9 @@ type Variant = Box<dyn Fn(&Runtime, usize) -> Duration>;
 
 fn tower_variant<S>(service: S) -> Variant
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Infallible> + Clone + 'static,
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error: std::fmt::Debug>
+        + Clone
+        + 'static,
 {
     Box::new(move |rt, n| {
         let batch = (0..n).map(|_| http_request()).collect();

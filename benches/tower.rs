@@ -15,7 +15,6 @@
 
 mod common;
 
-use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -37,7 +36,7 @@ const BATCH: usize = 256;
 /// Times `service` on fresh requests, built outside the measurement.
 fn bench_service<S>(group: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime, name: &str, service: S)
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Infallible> + Clone,
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error: std::fmt::Debug> + Clone,
 {
     group.bench_function(name, |b| {
         b.iter_custom(|iters| {

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> io::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Reserve a free port, then release it: connections are refused until the server binds it again.
     let addr = TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
     let start = Instant::now();
@@ -51,9 +51,10 @@ async fn main() -> io::Result<()> {
                 event.delay
             );
         })
-        .build()
-        .expect("valid policy");
+        .build()?;
 
+    // On failure, a `stagger::Error` that says how many attempts were made and why they stopped, with
+    // the last `io::Error` as its source.
     let mut stream = stagger::retry(
         &policy,
         || TcpStream::connect(addr),

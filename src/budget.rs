@@ -27,6 +27,7 @@
 //!
 //! The window is kept on `tokio::time::Instant`, so tests with a paused clock see it expire.
 
+use std::num::NonZeroU64;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -80,6 +81,11 @@ const RETRY_COST: i64 = 100_000;
 /// A deposit reads the clock once in this many, to move the window along without a per-request clock.
 const CLOCK_EVERY: u64 = 64;
 
+/// One retry taken from a [`RetryBudget`]: the slot it was taken in, plus one (so that an
+/// `Option<Withdrawal>` is a single word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Withdrawal(NonZeroU64);
+
 /// A Finagle-style retry budget: a sliding window of deposits (one per request) and withdrawals (one per
 /// retry) over a floor of retries per second.
 #[derive(Debug)]
@@ -129,8 +135,9 @@ impl RetryBudget {
         self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
     }
 
-    /// Takes one retry from the budget, if the balance allows it.
-    pub(crate) fn withdraw(&self) -> bool {
+    /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
+    /// [`refund`](Self::refund) should the retry never be sent.
+    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
         let _guard = self.lock();
         let epoch = self.rotate(Instant::now());
         let balance = self
@@ -139,10 +146,22 @@ impl RetryBudget {
             .map(|b| b.load(Ordering::Relaxed))
             .fold(self.reserve, i64::saturating_add);
         if balance < RETRY_COST {
-            return false;
+            return None;
         }
         self.balances[slot_of(epoch)].fetch_sub(RETRY_COST, Ordering::Relaxed);
-        true
+        Some(Withdrawal(NonZeroU64::MIN.saturating_add(epoch)))
+    }
+
+    /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,
+    /// before it), in the slot it was taken from. A withdrawal that has already expired with the window
+    /// has nothing left to give back.
+    pub(crate) fn refund(&self, withdrawal: Withdrawal) {
+        let _guard = self.lock();
+        let epoch = withdrawal.0.get() - 1;
+        let current = self.rotate(Instant::now());
+        if current - epoch < SLOTS as u64 {
+            self.balances[slot_of(epoch)].fetch_add(RETRY_COST, Ordering::Relaxed);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -189,7 +208,7 @@ mod tests {
 
     fn drain(budget: &RetryBudget) -> u32 {
         let mut granted = 0;
-        while budget.withdraw() {
+        while budget.withdraw().is_some() {
             granted += 1;
         }
         granted
@@ -263,10 +282,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_reserve_comes_back_as_withdrawals_expire() {
         let b = budget(0.0, 1, 1);
-        assert!(b.withdraw());
-        assert!(!b.withdraw());
+        assert!(b.withdraw().is_some());
+        assert!(b.withdraw().is_none());
         tokio::time::advance(Duration::from_millis(1100)).await;
-        assert!(b.withdraw());
+        assert!(b.withdraw().is_some());
     }
 
     #[test]
@@ -275,7 +294,7 @@ mod tests {
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let b = b.clone();
-                std::thread::spawn(move || (0..1000).filter(|_| b.withdraw()).count())
+                std::thread::spawn(move || (0..1000).filter(|_| b.withdraw().is_some()).count())
             })
             .collect();
         let granted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();

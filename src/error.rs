@@ -1,7 +1,10 @@
-//! The typed error of an invalid configuration.
+//! The errors: an invalid configuration, and a call that ended without a response.
 
 use std::fmt;
 use std::time::Duration;
+
+use crate::classify::AsError;
+use crate::state::RetryInfo;
 
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///
@@ -22,6 +25,10 @@ pub enum ConfigError {
     BudgetPercent(f32),
     /// The retry budget's window is outside `1 s..=60 s`.
     BudgetWindow(Duration),
+    /// `max_elapsed` is zero: no attempt could ever be made.
+    MaxElapsed(Duration),
+    /// `attempt_timeout` is zero: every attempt would time out before it started.
+    AttemptTimeout(Duration),
 }
 
 impl fmt::Display for ConfigError {
@@ -40,8 +47,254 @@ impl fmt::Display for ConfigError {
             Self::BudgetWindow(window) => {
                 write!(f, "budget window must be within 1s..=60s, got {window:?}")
             }
+            Self::MaxElapsed(max_elapsed) => write!(
+                f,
+                "max_elapsed must be greater than zero, got {max_elapsed:?} (use no_max_elapsed() for no deadline)"
+            ),
+            Self::AttemptTimeout(timeout) => write!(
+                f,
+                "attempt_timeout must be greater than zero, got {timeout:?} (use no_attempt_timeout() for none)"
+            ),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// How a call ended when it ended without a response: the inner service's error, or a time limit.
+///
+/// Returned by the tower [`Retry`](crate::tower::Retry) service and by [`retry()`](crate::retry()); the
+/// `reqwest-middleware` adapter returns `reqwest_middleware::Error` as it came from the chain and gives
+/// the [`RetryInfo`] through the request's extensions instead (see
+/// [`RetryMiddleware`](crate::RetryMiddleware)).
+///
+/// Whatever the case, [`info`](Error::info) tells how many attempts were made, how long was slept and why
+/// the retries stopped, and the inner error is one call away, its type intact:
+///
+/// ```
+/// # fn log(error: stagger::Error<std::io::Error>) {
+/// let info = error.info();
+/// match error.inner() {
+///     Some(io) => eprintln!("{:?} after {} attempts ({:?})", io.kind(), info.attempts(), info.stop_reason()),
+///     None => eprintln!("{error}"), // "deadline of 30s passed after 2 attempts", say
+/// }
+/// # }
+/// ```
+///
+/// As an [`Error`](std::error::Error), it displays why the retries stopped and gives the inner error as
+/// its [`source`](std::error::Error::source), so a reporter such as `anyhow`'s `{:#}` prints both:
+/// `gave up after 4 attempts (max retries reached): connection refused`.
+pub struct Error<E> {
+    repr: Repr<E>,
+}
+
+enum Repr<E> {
+    Inner(E, RetryInfo),
+    Elapsed(Elapsed),
+    /// A retry was due and the request could not be copied for it; only a custom `Replay` that breaks
+    /// its contract gets here.
+    Unsent(RetryInfo),
+}
+
+impl<E> Error<E> {
+    pub(crate) const fn from_inner(error: E, info: RetryInfo) -> Self {
+        Self {
+            repr: Repr::Inner(error, info),
+        }
+    }
+
+    pub(crate) const fn from_elapsed(elapsed: Elapsed) -> Self {
+        Self {
+            repr: Repr::Elapsed(elapsed),
+        }
+    }
+
+    pub(crate) const fn unsent(info: RetryInfo) -> Self {
+        Self {
+            repr: Repr::Unsent(info),
+        }
+    }
+
+    /// What the retries did: attempts, time slept, and why they stopped.
+    pub const fn info(&self) -> RetryInfo {
+        match &self.repr {
+            Repr::Inner(_, info) | Repr::Unsent(info) => *info,
+            Repr::Elapsed(elapsed) => elapsed.info,
+        }
+    }
+
+    /// The last attempt's own error, as the inner service returned it; `None` when a time limit ended
+    /// the call.
+    pub const fn inner(&self) -> Option<&E> {
+        match &self.repr {
+            Repr::Inner(error, _) => Some(error),
+            Repr::Elapsed(_) | Repr::Unsent(_) => None,
+        }
+    }
+
+    /// The last attempt's own error, by value; `None` when a time limit ended the call.
+    pub fn into_inner(self) -> Option<E> {
+        self.split().ok()
+    }
+
+    /// The inner error, or this error without one.
+    pub(crate) fn split(self) -> Result<E, Error<std::convert::Infallible>> {
+        match self.repr {
+            Repr::Inner(error, _) => Ok(error),
+            Repr::Elapsed(elapsed) => Err(Error::from_elapsed(elapsed)),
+            Repr::Unsent(info) => Err(Error::unsent(info)),
+        }
+    }
+
+    /// The time limit that ended the call, if one did.
+    pub const fn elapsed(&self) -> Option<&Elapsed> {
+        match &self.repr {
+            Repr::Elapsed(elapsed) => Some(elapsed),
+            Repr::Inner(..) | Repr::Unsent(_) => None,
+        }
+    }
+
+    /// Whether the deadline (`max_elapsed`) passed with no response to hand back.
+    pub const fn is_deadline(&self) -> bool {
+        matches!(&self.repr, Repr::Elapsed(e) if e.is_deadline())
+    }
+
+    /// Whether the last attempt exceeded `attempt_timeout`.
+    pub const fn is_attempt_timeout(&self) -> bool {
+        matches!(&self.repr, Repr::Elapsed(e) if e.is_attempt_timeout())
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Inner(error, info) => f
+                .debug_struct("Error")
+                .field("inner", error)
+                .field("info", info)
+                .finish(),
+            Repr::Elapsed(elapsed) => f.debug_tuple("Error").field(elapsed).finish(),
+            Repr::Unsent(info) => f.debug_struct("Error").field("info", info).finish(),
+        }
+    }
+}
+
+impl<E> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Inner(_, info) | Repr::Unsent(info) => {
+                let attempts = info.attempts();
+                let plural = if attempts == 1 { "" } else { "s" };
+                write!(f, "gave up after {attempts} attempt{plural}")?;
+                if let Some(reason) = info.stop_reason() {
+                    write!(f, " ({reason})")?;
+                }
+                Ok(())
+            }
+            Repr::Elapsed(elapsed) => fmt::Display::fmt(elapsed, f),
+        }
+    }
+}
+
+impl<E> std::error::Error for Error<E>
+where
+    E: AsError + fmt::Debug,
+{
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.repr {
+            Repr::Inner(error, _) => Some(error.as_error()),
+            Repr::Elapsed(elapsed) => Some(elapsed),
+            Repr::Unsent(_) => None,
+        }
+    }
+}
+
+impl<E> AsError for Error<E>
+where
+    E: AsError + fmt::Debug + 'static,
+{
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+/// A time limit of the policy ended the call: the deadline (`max_elapsed`) passed with no response to
+/// hand back, or the last attempt ran past `attempt_timeout`.
+///
+/// The attempt in flight was dropped, which cancels it (a client closes its connection or resets its
+/// stream). Inside [`Error`], or, from [`RetryMiddleware`](crate::RetryMiddleware), as the
+/// `reqwest_middleware::Error::Middleware` of the result. The default classifier counts it as a timeout,
+/// so a stagger layer outside another one retries it like any timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed {
+    limit: Limit,
+    after: Duration,
+    info: RetryInfo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Deadline,
+    Attempt,
+}
+
+impl Elapsed {
+    pub(crate) const fn deadline(max_elapsed: Duration, info: RetryInfo) -> Self {
+        Self {
+            limit: Limit::Deadline,
+            after: max_elapsed,
+            info,
+        }
+    }
+
+    pub(crate) const fn attempt(attempt_timeout: Duration, info: RetryInfo) -> Self {
+        Self {
+            limit: Limit::Attempt,
+            after: attempt_timeout,
+            info,
+        }
+    }
+
+    /// Whether the deadline (`max_elapsed`) passed.
+    pub const fn is_deadline(&self) -> bool {
+        matches!(self.limit, Limit::Deadline)
+    }
+
+    /// Whether the last attempt ran past `attempt_timeout`.
+    pub const fn is_attempt_timeout(&self) -> bool {
+        matches!(self.limit, Limit::Attempt)
+    }
+
+    /// The limit that passed: the policy's `max_elapsed` or its `attempt_timeout`.
+    pub const fn limit(&self) -> Duration {
+        self.after
+    }
+
+    /// What the retries did up to then.
+    pub const fn info(&self) -> RetryInfo {
+        self.info
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let attempts = self.info.attempts();
+        let plural = if attempts == 1 { "" } else { "s" };
+        match self.limit {
+            Limit::Deadline => write!(
+                f,
+                "deadline of {:?} passed after {attempts} attempt{plural}",
+                self.after
+            ),
+            Limit::Attempt => write!(f, "attempt {attempts} timed out after {:?}", self.after),
+        }
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl AsError for Elapsed {
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}

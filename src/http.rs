@@ -6,8 +6,9 @@ use http::header::RETRY_AFTER;
 use http::{Extensions, HeaderMap, StatusCode};
 
 use crate::classify::{AsError, AttemptResult, RequestView};
-use crate::policy::{Attempt, RetryInfo, RetryPolicy};
+use crate::policy::RetryPolicy;
 use crate::retry_after::parse_retry_after;
+use crate::state::{Attempt, RetryInfo};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 pub trait HttpResponse {
@@ -50,7 +51,6 @@ pub(crate) fn judge<Res, E>(
     policy: &RetryPolicy,
     request: &RequestView<'_>,
     result: &Result<Res, E>,
-    replayable: bool,
 ) -> Attempt
 where
     Res: HttpResponse,
@@ -72,13 +72,10 @@ where
     };
     Attempt::new(outcome)
         .idempotent(request.is_idempotent())
-        .replayable(replayable)
         .retry_after(retry_after)
 }
 
-/// Puts what happened into the final response, if there is one.
-pub(crate) fn record<Res: HttpResponse, E>(result: &mut Result<Res, E>, info: RetryInfo) {
-    if let Ok(response) = result {
-        response.extensions_mut().insert(info);
-    }
+/// Puts what happened into the response the call ends with.
+pub(crate) fn record<Res: HttpResponse>(response: &mut Res, info: RetryInfo) {
+    response.extensions_mut().insert(info);
 }

@@ -60,16 +60,18 @@
 
 mod backoff;
 mod budget;
+mod call;
 mod classify;
 mod error;
 mod http;
 mod http_date;
-mod pause;
 mod policy;
 mod replay;
 mod retry;
 mod retry_after;
 mod rng;
+mod state;
+mod timer;
 
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest;
@@ -81,18 +83,16 @@ pub use crate::classify::{
     AsError, AttemptResult, ClassifyHttp, DefaultClassifier, IDEMPOTENCY_KEY, Outcome, Reason,
     RequestView, classify_error, classify_status,
 };
-pub use crate::error::ConfigError;
+pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::http::HttpResponse;
-pub use crate::policy::{
-    Attempt, Decision, RetryAfterMode, RetryEvent, RetryInfo, RetryPolicy, RetryPolicyBuilder,
-    RetryState, StopReason,
-};
+pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, RetryPolicyBuilder};
 pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
+pub use crate::state::{Attempt, Decision, RetryInfo, RetryState, StopReason};
 
 #[cfg(feature = "reqwest-middleware")]
-pub use crate::reqwest::RetryMiddleware;
+pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]
 pub use crate::tower::RetryLayer;
 

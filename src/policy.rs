@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backoff::{Backoff, DelayState};
+use crate::backoff::Backoff;
 use crate::budget::{BudgetConfig, RetryBudget};
-use crate::classify::{ClassifyHttp, DefaultClassifier, Outcome, Reason};
+use crate::classify::{ClassifyHttp, DefaultClassifier, Reason};
 use crate::error::ConfigError;
 use crate::rng::{StreamSource, entropy_seed};
+use crate::state::RetryState;
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -20,174 +21,30 @@ use crate::rng::{StreamSource, entropy_seed};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RetryAfterMode {
     /// The default. `Retry-After` `F` is a floor, and the retry is spread over the window after it:
-    /// wait `F + U[0, w]` with `w = max(c(n), F)`, where `c(n)` is the backoff's ceiling, and the window
-    /// kept within `max_retry_after` and the deadline (so when `F` is `max_retry_after` itself, there is
-    /// no room left to spread).
+    /// wait `F + U[0, w]`, where
+    ///
+    /// ```text
+    /// w = min(max(c(n), F), max_retry_after − F, time left − F)
+    /// ```
+    ///
+    /// and `c(n)` is the backoff's ceiling. So the wait is at least `F`, at most `F + max(c(n), F)` (that
+    /// is, `max(2·F, F + c(n))`), never more than `max_retry_after`, and never past the deadline; when `F`
+    /// is `max_retry_after` itself, there is no room left to spread.
     ///
     /// Clients that received the same header at the same moment would otherwise come back in the same
-    /// millisecond. Spreading over `F` makes the arrival rate after the floor at most `1/F` of the herd
-    /// per second, and never later than `2·F`. A window of `F/2` was measured first and fell short: at
-    /// 10 000 clients (`examples/herd.rs`) the retries of those refused in the first wave piled up at its
-    /// end, to 0.11× the strict floor's peak; with `F` the peak is 0.06×, at the same p99.
+    /// millisecond. Spreading over at least `F` makes the arrival rate after the floor at most `1/F` of
+    /// the herd per second. A window of `F/2` was measured first and fell short: at 10 000 clients
+    /// (`examples/herd.rs`) the retries of those refused in the first wave piled up at its end, to 0.11×
+    /// the strict floor's peak; with `F` the peak is 0.06×, at the same p99.
     #[default]
     Spread,
-    /// `Retry-After` `F` is a floor and nothing more: wait `max(F, jittered backoff delay)`. Clients that
-    /// got the same `F` return together; prefer [`Spread`](RetryAfterMode::Spread) unless the server
-    /// spreads its own `Retry-After` values.
+    /// `Retry-After` `F` is a floor and nothing more: wait `max(F, jittered backoff delay)`, capped at
+    /// `max_retry_after` (which is at least `F`, or the retries would have stopped). Clients that got the
+    /// same `F` return together; prefer [`Spread`](RetryAfterMode::Spread) unless the server spreads its
+    /// own `Retry-After` values.
     Strict,
     /// Ignore `Retry-After`; wait the backoff delay.
     Ignore,
-}
-
-/// Why a request's retries stopped; recorded in [`RetryInfo`].
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The last attempt succeeded.
-    Success,
-    /// The last attempt failed in a way a retry will not fix.
-    Fatal,
-    /// The server may have acted on a non-idempotent request without an `Idempotency-Key`.
-    NotIdempotent,
-    /// The request could not be copied for another attempt (a streaming body).
-    NotReplayable,
-    /// `max_retries` retries were made.
-    MaxRetries,
-    /// The next retry would end past `max_elapsed`.
-    Deadline,
-    /// The retry budget is spent.
-    Budget,
-    /// The server's `Retry-After` is longer than `max_retry_after`.
-    RetryAfterTooLong,
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Success => "success",
-            Self::Fatal => "not retryable",
-            Self::NotIdempotent => "not idempotent",
-            Self::NotReplayable => "request cannot be replayed",
-            Self::MaxRetries => "max retries reached",
-            Self::Deadline => "deadline would be exceeded",
-            Self::Budget => "retry budget exhausted",
-            Self::RetryAfterTooLong => "retry-after exceeds max_retry_after",
-        })
-    }
-}
-
-/// What the state machine answers for one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Sleep this long, then send the request again.
-    Retry(Duration),
-    /// Return the last attempt's result as it is.
-    Stop(StopReason),
-}
-
-/// What one attempt produced, as the state machine needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attempt {
-    outcome: Outcome,
-    idempotent: bool,
-    replayable: bool,
-    retry_after: Option<Duration>,
-}
-
-impl Attempt {
-    /// An attempt with this classified outcome, of an idempotent, replayable request, without `Retry-After`.
-    pub const fn new(outcome: Outcome) -> Self {
-        Self {
-            outcome,
-            idempotent: true,
-            replayable: true,
-            retry_after: None,
-        }
-    }
-
-    /// Whether sending the request again is harmless (see
-    /// [`RequestView::is_idempotent`](crate::RequestView::is_idempotent)). Defaults to `true`.
-    pub const fn idempotent(mut self, idempotent: bool) -> Self {
-        self.idempotent = idempotent;
-        self
-    }
-
-    /// Whether the request can be sent again at all (a streaming body cannot). Defaults to `true`.
-    pub const fn replayable(mut self, replayable: bool) -> Self {
-        self.replayable = replayable;
-        self
-    }
-
-    /// How long the server asked the client to wait, from [`parse_retry_after`](crate::parse_retry_after).
-    /// Defaults to `None`.
-    pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
-        self.retry_after = retry_after;
-        self
-    }
-
-    /// The classified outcome.
-    pub const fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-}
-
-/// What happened to a request across its attempts.
-///
-/// The adapters insert it into the final response's extensions:
-///
-/// ```
-/// # #[cfg(feature = "tower")]
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// # use std::time::Duration;
-/// # use stagger::{Backoff, RetryLayer, RetryPolicy, StopReason};
-/// # use tower::{Layer, ServiceExt, service_fn};
-/// # let policy = RetryPolicy::builder()
-/// #     .backoff(Backoff::fixed(Duration::from_millis(10)))
-/// #     .build()
-/// #     .unwrap();
-/// # let calls = std::sync::atomic::AtomicU32::new(0);
-/// # let server = service_fn(|_: http::Request<()>| {
-/// #     let status = if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 { 503 } else { 200 };
-/// #     async move { Ok::<_, std::convert::Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
-/// # });
-/// # let response = RetryLayer::new(policy).layer(server).oneshot(http::Request::new(())).await.unwrap();
-/// // A 503, then a 200:
-/// let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
-/// assert_eq!(info.attempts(), 2);
-/// assert_eq!(info.slept(), Duration::from_millis(10));
-/// assert_eq!(info.stop_reason(), Some(StopReason::Success));
-/// # }
-/// # #[cfg(not(feature = "tower"))]
-/// # fn main() {}
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryInfo {
-    attempts: u32,
-    slept: Duration,
-    stop: Option<StopReason>,
-}
-
-impl RetryInfo {
-    /// Attempts made, the first included.
-    pub const fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// The retries made: `attempts() - 1`.
-    pub const fn retries(&self) -> u32 {
-        self.attempts.saturating_sub(1)
-    }
-
-    /// Time spent sleeping between attempts.
-    pub const fn slept(&self) -> Duration {
-        self.slept
-    }
-
-    /// Why the attempts stopped; `None` while they go on.
-    pub const fn stop_reason(&self) -> Option<StopReason> {
-        self.stop
-    }
 }
 
 /// One retry about to happen, as a [`RetryPolicyBuilder::on_retry`] hook sees it.
@@ -218,7 +75,8 @@ type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// |---|---|
 /// | backoff | [`Backoff::exponential`] from 100 ms: base 2, `max_delay` 20 s, full jitter |
 /// | `max_retries` | 3 |
-/// | `max_elapsed` | none |
+/// | `max_elapsed` (one deadline across attempts and sleeps) | 30 s |
+/// | `attempt_timeout` (each attempt, to the response's head) | 10 s |
 /// | `max_retry_after` | 30 s |
 /// | `retry_after` | [`RetryAfterMode::Spread`] |
 /// | idempotency rule | on |
@@ -227,20 +85,22 @@ type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// | classifier | [`DefaultClassifier`] |
 #[derive(Clone)]
 pub struct RetryPolicy {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
-struct Shared {
-    backoff: Backoff,
-    max_retries: u32,
-    max_elapsed: Option<Duration>,
-    max_retry_after: Duration,
-    retry_after: RetryAfterMode,
-    idempotency: bool,
-    budget: Option<RetryBudget>,
-    streams: StreamSource,
+/// What every clone of a policy shares; read by the state machine.
+pub(crate) struct Shared {
+    pub(crate) backoff: Backoff,
+    pub(crate) max_retries: u32,
+    pub(crate) max_elapsed: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) max_retry_after: Duration,
+    pub(crate) retry_after: RetryAfterMode,
+    pub(crate) idempotency: bool,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) streams: StreamSource,
     classifier: Box<dyn ClassifyHttp>,
-    on_retry: Option<Box<RetryHook>>,
+    pub(crate) on_retry: Option<Box<RetryHook>>,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -250,6 +110,7 @@ impl fmt::Debug for RetryPolicy {
             .field("backoff", &s.backoff)
             .field("max_retries", &s.max_retries)
             .field("max_elapsed", &s.max_elapsed)
+            .field("attempt_timeout", &s.attempt_timeout)
             .field("max_retry_after", &s.max_retry_after)
             .field("retry_after", &s.retry_after)
             .field("idempotency", &s.idempotency)
@@ -274,28 +135,35 @@ impl RetryPolicy {
     pub const DEFAULT_MAX_RETRIES: u32 = 3;
     /// The default longest `Retry-After` that is waited for: 30 s.
     pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+    /// The default deadline of a whole call, attempts and sleeps included: 30 s.
+    pub const DEFAULT_MAX_ELAPSED: Duration = Duration::from_secs(30);
+    /// The default time limit of one attempt: 10 s.
+    pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// A builder starting from the defaults.
     pub fn builder() -> RetryPolicyBuilder {
         RetryPolicyBuilder::new()
     }
 
-    /// Starts the retries of one request: deposits into the budget, starts the deadline's clock and draws
-    /// the request's own jitter stream.
+    /// Starts the retries of one request: deposits into the budget, starts the deadline's clock (when
+    /// there is a deadline) and draws the request's own jitter stream.
     pub fn start(&self) -> RetryState {
-        let s = &*self.shared;
-        if let Some(budget) = &s.budget {
+        let started = self.shared.max_elapsed.map(|_| Instant::now());
+        self.start_at(started)
+    }
+
+    /// [`start`](Self::start) for an adapter that starts the deadline's clock itself, when an attempt
+    /// first has to wait: an attempt that answers at its first poll took no time, and a request that
+    /// succeeds that way never reads the clock.
+    pub(crate) fn start_unclocked(&self) -> RetryState {
+        self.start_at(None)
+    }
+
+    fn start_at(&self, started: Option<Instant>) -> RetryState {
+        if let Some(budget) = &self.shared.budget {
             budget.deposit();
         }
-        RetryState {
-            delays: None,
-            // The clock is read only for a deadline: a request's success path stays clock-free.
-            started: s.max_elapsed.map(|_| Instant::now()),
-            policy: self.clone(),
-            attempts: 0,
-            slept: Duration::ZERO,
-            stop: None,
-        }
+        RetryState::new(self.clone(), started)
     }
 
     /// The backoff in use.
@@ -306,6 +174,16 @@ impl RetryPolicy {
     /// The most retries after the first attempt.
     pub fn max_retries(&self) -> u32 {
         self.shared.max_retries
+    }
+
+    /// The deadline of a whole call, if there is one.
+    pub fn max_elapsed(&self) -> Option<Duration> {
+        self.shared.max_elapsed
+    }
+
+    /// The time limit of one attempt, if there is one.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.shared.attempt_timeout
     }
 
     /// The HTTP classifier in use.
@@ -333,6 +211,7 @@ pub struct RetryPolicyBuilder {
     backoff: Backoff,
     max_retries: u32,
     max_elapsed: Option<Duration>,
+    attempt_timeout: Option<Duration>,
     max_retry_after: Duration,
     retry_after: RetryAfterMode,
     idempotency: bool,
@@ -348,6 +227,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("backoff", &self.backoff)
             .field("max_retries", &self.max_retries)
             .field("max_elapsed", &self.max_elapsed)
+            .field("attempt_timeout", &self.attempt_timeout)
             .field("max_retry_after", &self.max_retry_after)
             .field("retry_after", &self.retry_after)
             .field("idempotency", &self.idempotency)
@@ -369,7 +249,8 @@ impl RetryPolicyBuilder {
         Self {
             backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
             max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
-            max_elapsed: None,
+            max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
+            attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
             max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
             retry_after: RetryAfterMode::Spread,
             idempotency: true,
@@ -393,11 +274,49 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Sets one deadline across all attempts and sleeps of a request, measured with
-    /// `tokio::time::Instant` from [`RetryPolicy::start`]: a retry whose sleep would end past it is not
-    /// taken. Defaults to none.
+    /// Sets one deadline across all attempts and sleeps of a call. Defaults to 30 s
+    /// ([`RetryPolicy::DEFAULT_MAX_ELAPSED`]).
+    ///
+    /// It is a hard limit: a retry whose sleep would end past it is not taken, a retry is not sent once
+    /// it has passed (it is checked again after the inner service's `poll_ready`), and an attempt still in
+    /// flight when it passes is dropped, which cancels it. The call then ends at once with the last
+    /// response received, intact ([`StopReason::Deadline`](crate::StopReason::Deadline) in its
+    /// [`RetryInfo`](crate::RetryInfo)), or, if there was none, with an [`Error`](crate::Error) whose
+    /// [`is_deadline`](crate::Error::is_deadline) is true.
+    ///
+    /// Measured on `tokio::time::Instant` (paused-time tests see it). The adapters start its clock when
+    /// the first attempt first has to wait, so a request answered at its first poll never reads the
+    /// clock; [`RetryPolicy::start`] starts it at once. Zero is refused by
+    /// [`build`](Self::build).
     pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
         self.max_elapsed = Some(max_elapsed);
+        self
+    }
+
+    /// Removes the deadline: only `max_retries`, the budget and `attempt_timeout` bound a call.
+    pub fn no_max_elapsed(mut self) -> Self {
+        self.max_elapsed = None;
+        self
+    }
+
+    /// Sets the time limit of one attempt, until the response's head (status and headers) arrives: an
+    /// attempt that exceeds it is dropped, which cancels it, and is judged a timeout, which is retried
+    /// like any timeout when the request is idempotent or carries an `Idempotency-Key`. Defaults to 10 s
+    /// ([`RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT`]).
+    ///
+    /// It nests inside the deadline: an attempt gets `min(attempt_timeout, time left)`. When the retries
+    /// stop on a timed-out attempt, the call ends with an [`Error`](crate::Error) whose
+    /// [`is_attempt_timeout`](crate::Error::is_attempt_timeout) is true. The body of a response that
+    /// arrived in time is not limited: reading it is the caller's business. Zero is refused by
+    /// [`build`](Self::build).
+    pub fn attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
+        self.attempt_timeout = Some(attempt_timeout);
+        self
+    }
+
+    /// Removes the time limit of each attempt: an attempt waits as long as the deadline allows.
+    pub fn no_attempt_timeout(mut self) -> Self {
+        self.attempt_timeout = None;
         self
     }
 
@@ -464,6 +383,12 @@ impl RetryPolicyBuilder {
     /// Validates the configuration and builds the policy.
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         self.backoff.validate()?;
+        if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {
+            return Err(ConfigError::MaxElapsed(max_elapsed));
+        }
+        if let Some(timeout) = self.attempt_timeout.filter(Duration::is_zero) {
+            return Err(ConfigError::AttemptTimeout(timeout));
+        }
         if let Some(budget) = &self.budget {
             budget.validate()?;
         }
@@ -472,6 +397,7 @@ impl RetryPolicyBuilder {
                 backoff: self.backoff,
                 max_retries: self.max_retries,
                 max_elapsed: self.max_elapsed,
+                attempt_timeout: self.attempt_timeout,
                 max_retry_after: self.max_retry_after,
                 retry_after: self.retry_after,
                 idempotency: self.idempotency,
@@ -481,184 +407,5 @@ impl RetryPolicyBuilder {
                 on_retry: self.on_retry,
             }),
         })
-    }
-}
-
-/// The retries of one request: feed it each attempt's outcome and do what it says.
-///
-/// This is the one place where retry decisions are made; the tower layer, the reqwest middleware and
-/// [`retry`](crate::retry()) all drive it. A loop for any other kind of work looks like this:
-///
-/// ```
-/// use stagger::{Attempt, Decision, Outcome, Reason, RetryPolicy};
-///
-/// # async fn connect() -> Result<(), std::io::Error> { Ok(()) }
-/// # async fn run() -> Result<(), std::io::Error> {
-/// let policy = RetryPolicy::default();
-/// let mut state = policy.start();
-/// loop {
-///     let result = connect().await;
-///     let outcome = match &result {
-///         Ok(_) => Outcome::Success,
-///         Err(_) => Outcome::RetrySafe(Reason::Connect),
-///     };
-///     match state.decide(Attempt::new(outcome)) {
-///         Decision::Retry(delay) => tokio::time::sleep(delay).await,
-///         Decision::Stop(_) => return result,
-///     }
-/// }
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct RetryState {
-    policy: RetryPolicy,
-    delays: Option<DelayState>,
-    started: Option<Instant>,
-    attempts: u32,
-    slept: Duration,
-    stop: Option<StopReason>,
-}
-
-impl fmt::Debug for RetryState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryState")
-            .field("attempts", &self.attempts)
-            .field("slept", &self.slept)
-            .field("stop", &self.stop)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RetryState {
-    /// The policy this state applies.
-    pub fn policy(&self) -> &RetryPolicy {
-        &self.policy
-    }
-
-    /// Attempts decided so far.
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// Whether a retry could still follow the attempt about to be made, as far as the count and the
-    /// deadline tell before its outcome is known. When it is `false`, adapters send the request without
-    /// keeping a copy.
-    pub fn may_retry(&self) -> bool {
-        let s = &*self.policy.shared;
-        self.stop.is_none()
-            && self.attempts < s.max_retries
-            && self.remaining() != Some(Duration::ZERO)
-    }
-
-    /// What has happened so far.
-    pub fn info(&self) -> RetryInfo {
-        RetryInfo {
-            attempts: self.attempts,
-            slept: self.slept,
-            stop: self.stop,
-        }
-    }
-
-    /// Records one attempt and decides: retry after a delay, or stop.
-    ///
-    /// The checks run in this order, and the first that applies stops the retries: success, fatal,
-    /// `max_retries`, the deadline already passed, not replayable, not idempotent, `Retry-After` over
-    /// `max_retry_after`, the deadline passed by the end of the sleep, the budget. The limits that
-    /// [`may_retry`](Self::may_retry) foresees come before anything that depends on the request, and the
-    /// budget is asked last, so that a retry refused for another reason does not spend it.
-    pub fn decide(&mut self, attempt: Attempt) -> Decision {
-        self.attempts = self.attempts.saturating_add(1);
-        let decision = self.evaluate(&attempt);
-        match decision {
-            Decision::Retry(delay) => {
-                self.slept = self.slept.saturating_add(delay);
-                let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
-                tracing::debug!(attempt = self.attempts, ?delay, %reason, "stagger: retrying");
-                if let Some(hook) = &self.policy.shared.on_retry {
-                    hook(&RetryEvent {
-                        attempt: self.attempts,
-                        delay,
-                        reason,
-                        retry_after: self.effective_retry_after(&attempt),
-                    });
-                }
-            }
-            Decision::Stop(reason) => {
-                self.stop = Some(reason);
-                if reason != StopReason::Success {
-                    tracing::debug!(attempts = self.attempts, %reason, "stagger: giving up");
-                }
-            }
-        }
-        decision
-    }
-
-    /// Time left before the deadline, if there is one.
-    fn remaining(&self) -> Option<Duration> {
-        let max = self.policy.shared.max_elapsed?;
-        let started = self.started?;
-        Some(max.saturating_sub(started.elapsed()))
-    }
-
-    fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
-        match self.policy.shared.retry_after {
-            RetryAfterMode::Ignore => None,
-            RetryAfterMode::Spread | RetryAfterMode::Strict => attempt.retry_after,
-        }
-    }
-
-    fn evaluate(&mut self, attempt: &Attempt) -> Decision {
-        let s = &*self.policy.shared;
-        match attempt.outcome {
-            Outcome::Success => return Decision::Stop(StopReason::Success),
-            Outcome::Fatal => return Decision::Stop(StopReason::Fatal),
-            Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
-        }
-        if self.attempts > s.max_retries {
-            return Decision::Stop(StopReason::MaxRetries);
-        }
-        let remaining = self.remaining();
-        if remaining == Some(Duration::ZERO) {
-            return Decision::Stop(StopReason::Deadline);
-        }
-        if !attempt.replayable {
-            return Decision::Stop(StopReason::NotReplayable);
-        }
-        if s.idempotency
-            && !attempt.idempotent
-            && matches!(attempt.outcome, Outcome::RetryIfIdempotent(_))
-        {
-            return Decision::Stop(StopReason::NotIdempotent);
-        }
-        let floor = self.effective_retry_after(attempt);
-        if floor.is_some_and(|f| f > s.max_retry_after) {
-            return Decision::Stop(StopReason::RetryAfterTooLong);
-        }
-        // The generator is seeded at the first retry, so a request that succeeds at once pays nothing for it.
-        let delays = self
-            .delays
-            .get_or_insert_with(|| DelayState::new(&s.backoff, s.streams.next_stream()));
-        let backoff_delay = delays.next_delay(&s.backoff);
-        let delay = match (s.retry_after, floor) {
-            (_, None) | (RetryAfterMode::Ignore, _) => backoff_delay,
-            (RetryAfterMode::Strict, Some(floor)) => floor.max(backoff_delay),
-            (RetryAfterMode::Spread, Some(floor)) => {
-                let ceiling = s.backoff.ceiling(self.attempts);
-                let mut window = ceiling.max(floor).min(s.max_retry_after - floor);
-                if let Some(remaining) = remaining {
-                    window = window.min(remaining.saturating_sub(floor));
-                }
-                floor + delays.uniform(window)
-            }
-        };
-        if remaining.is_some_and(|remaining| delay > remaining) {
-            return Decision::Stop(StopReason::Deadline);
-        }
-        if let Some(budget) = &s.budget
-            && !budget.withdraw()
-        {
-            return Decision::Stop(StopReason::Budget);
-        }
-        Decision::Retry(delay)
     }
 }

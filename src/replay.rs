@@ -4,9 +4,16 @@ use std::fmt;
 
 use http::Method;
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::ops::ControlFlow;
+
+use crate::call::Attempted;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::call::{Call, Final};
 use crate::classify::{AsError, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
-use crate::policy::{Attempt, RetryInfo, RetryPolicy};
+use crate::policy::RetryPolicy;
+use crate::state::{Attempt, RetryInfo, RetryState};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 #[derive(Debug)]
@@ -17,6 +24,14 @@ pub enum Sent<'a, Req, K> {
     Kept(&'a K),
 }
 
+impl<Req, K> Clone for Sent<'_, Req, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Req, K> Copy for Sent<'_, Req, K> {}
+
 /// How an adapter copies one kind of request and judges its attempts.
 ///
 /// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`].
@@ -26,22 +41,30 @@ pub trait Replay<Req, Res, E> {
 
     /// A copy of `request` for another attempt, or `None` if it cannot be copied (a streaming body), in
     /// which case it is sent once.
+    ///
+    /// A request copied once must copy again: the adapters keep one copy and make each retry's request
+    /// from it when the retry is due. Should a copy refuse, the call ends there, with the last response
+    /// received or an [`Error`](crate::Error) that says the request could not be replayed.
     fn clone_request(&self, request: &Req) -> Option<Req>;
 
     /// What to keep of a request that is sent without a copy.
     fn keep(&self, request: &Req) -> Self::Kept;
 
-    /// Judges one attempt's result. `replayable` is `false` when the request could not be copied.
+    /// Judges one attempt's result. Whether the request can be sent again is not the judge's to say:
+    /// the adapter knows whether it holds a copy, and tells the state machine itself.
     fn attempt(
         &self,
         policy: &RetryPolicy,
         request: Sent<'_, Req, Self::Kept>,
         result: &Result<Res, E>,
-        replayable: bool,
     ) -> Attempt;
 
-    /// Records what happened in the final result (for HTTP, in the response's extensions).
-    fn record(&self, result: &mut Result<Res, E>, info: RetryInfo);
+    /// Whether sending `request` twice has the effect of sending it once; asked for an attempt that
+    /// timed out, which is retried only if it is.
+    fn is_idempotent(&self, request: Sent<'_, Req, Self::Kept>) -> bool;
+
+    /// Records what happened in the response the call ends with (for HTTP, in its extensions).
+    fn record(&self, response: &mut Res, info: RetryInfo);
 }
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
@@ -79,17 +102,16 @@ where
         policy: &RetryPolicy,
         request: Sent<'_, http::Request<B>, Method>,
         result: &Result<Res, E>,
-        replayable: bool,
     ) -> Attempt {
-        let view = match request {
-            Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
-            Sent::Kept(method) => RequestView::method_only(method),
-        };
-        judge(policy, &view, result, replayable)
+        judge(policy, &http_view(request), result)
     }
 
-    fn record(&self, result: &mut Result<Res, E>, info: RetryInfo) {
-        record(result, info);
+    fn is_idempotent(&self, request: Sent<'_, http::Request<B>, Method>) -> bool {
+        http_view(request).is_idempotent()
+    }
+
+    fn record(&self, response: &mut Res, info: RetryInfo) {
+        record(response, info);
     }
 }
 
@@ -110,17 +132,31 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         policy: &RetryPolicy,
         request: Sent<'_, reqwest::Request, Method>,
         result: &Result<reqwest::Response, E>,
-        replayable: bool,
     ) -> Attempt {
-        let view = match request {
-            Sent::Copy(r) => RequestView::from_reqwest(r),
-            Sent::Kept(method) => RequestView::method_only(method),
-        };
-        judge(policy, &view, result, replayable)
+        judge(policy, &reqwest_view(request), result)
     }
 
-    fn record(&self, result: &mut Result<reqwest::Response, E>, info: RetryInfo) {
-        record(result, info);
+    fn is_idempotent(&self, request: Sent<'_, reqwest::Request, Method>) -> bool {
+        reqwest_view(request).is_idempotent()
+    }
+
+    fn record(&self, response: &mut reqwest::Response, info: RetryInfo) {
+        record(response, info);
+    }
+}
+
+fn http_view<B>(request: Sent<'_, http::Request<B>, Method>) -> RequestView<'_> {
+    match request {
+        Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
+        Sent::Kept(method) => RequestView::method_only(method),
+    }
+}
+
+#[cfg(feature = "reqwest")]
+fn reqwest_view(request: Sent<'_, reqwest::Request, Method>) -> RequestView<'_> {
+    match request {
+        Sent::Copy(r) => RequestView::from_reqwest(r),
+        Sent::Kept(method) => RequestView::method_only(method),
     }
 }
 
@@ -164,55 +200,55 @@ where
         _policy: &RetryPolicy,
         _request: Sent<'_, Req, ()>,
         result: &Result<Res, E>,
-        replayable: bool,
     ) -> Attempt {
-        Attempt::new((self.classify)(result)).replayable(replayable)
+        Attempt::new((self.classify)(result))
     }
 
-    fn record(&self, _result: &mut Result<Res, E>, _info: RetryInfo) {}
+    fn is_idempotent(&self, _request: Sent<'_, Req, ()>) -> bool {
+        true
+    }
+
+    fn record(&self, _response: &mut Res, _info: RetryInfo) {}
 }
 
-/// Judges an attempt with `replay` and asks the state machine: `Continue(delay)` to retry, the result
-/// dropped now (so that its connection goes back to the pool, or is closed, before the sleep rather than
-/// after it), or `Break(result)`, the final result with [`RetryInfo`] recorded in it. The one step both
-/// adapters take after every attempt.
+/// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
+/// (retried if it is idempotent).
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-pub(crate) fn conclude<Req, Res, E, R>(
+pub(crate) fn judge_attempt<Req, Res, E, R>(
     replay: &R,
-    retry: &mut crate::RetryState,
+    policy: &RetryPolicy,
     sent: Sent<'_, Req, R::Kept>,
-    mut result: Result<Res, E>,
-    replayable: bool,
-) -> std::ops::ControlFlow<Result<Res, E>, std::time::Duration>
+    answered: &Attempted<Result<Res, E>>,
+) -> Attempt
 where
     R: Replay<Req, Res, E>,
 {
-    use std::ops::ControlFlow;
-
-    let attempt = replay.attempt(retry.policy(), sent, &result, replayable);
-    match retry.decide(attempt) {
-        crate::Decision::Retry(delay) => ControlFlow::Continue(delay),
-        crate::Decision::Stop(_) => {
-            replay.record(&mut result, retry.info());
-            ControlFlow::Break(result)
-        }
+    match answered {
+        Attempted::Answered(result) => replay.attempt(policy, sent, result),
+        Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(replay.is_idempotent(sent)),
     }
 }
 
-/// What the tower adapter holds of the request in flight.
-#[cfg(feature = "tower")]
+/// What an adapter holds of the request while an attempt is in flight: a copy, from which the retries
+/// are copied again, or, once no retry can follow, only what judging the result needs.
+///
+/// Retries send copies of the held copy, which stays in place: a future waiting in a busy runtime is
+/// cold in the cache, and moving a request out of it and a new copy back in cost more than the copy
+/// itself (`examples/herd.rs`, 10 000 clients). The last attempt a request can have sends the held copy
+/// itself, so that no copy is made that no retry could use.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) enum Held<Req, K> {
-    /// A copy for the next attempt.
+    /// A copy for the retries.
     Copy(Req),
     /// What judging needs of a request sent without a copy.
     Kept(K),
 }
 
-#[cfg(feature = "tower")]
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<Req, K> Held<Req, K> {
     /// Keeps a copy of `request` when a retry may follow it, and only what judging needs otherwise: no
-    /// copy is made for an attempt that can never be retried.
-    pub(crate) fn prepare<Res, E, R>(retry: &crate::RetryState, replay: &R, request: &Req) -> Self
+    /// copy is made for a request that can never be retried.
+    pub(crate) fn prepare<Res, E, R>(retry: &RetryState, replay: &R, request: &Req) -> Self
     where
         R: Replay<Req, Res, E, Kept = K>,
     {
@@ -224,25 +260,26 @@ impl<Req, K> Held<Req, K> {
         Held::Kept(replay.keep(request))
     }
 
-    /// The request for a retry: a copy of the held one, which stays in place for the retry after, or,
-    /// when no retry can follow this one (or the copy cannot be copied again), the held one itself.
-    ///
-    /// Sending a copy rather than the held request leaves the held request where it is: a future waiting
-    /// in a busy runtime is cold in the cache, and moving a request out of it and a new copy back in cost
-    /// more than the copy itself (`examples/herd.rs`, 10 000 clients).
-    ///
-    /// Returns `None` if nothing is held but what judging needs, which the state machine never retries.
-    pub(crate) fn next<Res, E, R>(&mut self, retry: &crate::RetryState, replay: &R) -> Option<Req>
+    /// The request as judging sees it.
+    pub(crate) fn sent(&self) -> Sent<'_, Req, K> {
+        match self {
+            Held::Copy(copy) => Sent::Copy(copy),
+            Held::Kept(kept) => Sent::Kept(kept),
+        }
+    }
+
+    /// The request for a retry: a copy of the held one while `again` (another retry may follow it), and
+    /// the held one itself otherwise. `None` if there is nothing to send — the held request cannot be
+    /// copied, or none is held — in which case the call ends with the result in hand.
+    pub(crate) fn next<Res, E, R>(&mut self, again: bool, replay: &R) -> Option<Req>
     where
         R: Replay<Req, Res, E, Kept = K>,
     {
         let Held::Copy(held) = self else {
             return None;
         };
-        if retry.may_retry()
-            && let Some(copy) = replay.clone_request(held)
-        {
-            return Some(copy);
+        if again {
+            return replay.clone_request(held);
         }
         let kept = Held::Kept(replay.keep(held));
         match std::mem::replace(self, kept) {
@@ -250,12 +287,27 @@ impl<Req, K> Held<Req, K> {
             Held::Kept(_) => None,
         }
     }
+}
 
-    /// The request as judging sees it, and whether it can be sent again.
-    pub(crate) fn sent(&self) -> (Sent<'_, Req, K>, bool) {
-        match self {
-            Held::Copy(copy) => (Sent::Copy(copy), true),
-            Held::Kept(kept) => (Sent::Kept(kept), false),
-        }
+/// The one step both adapters take after every attempt: judge it, and go on (after the pause that
+/// [`Call::poll_pause`] waits out) with what `next` makes of the held request — the request for the
+/// retry, or a promise to make it after the pause — or end with the call's result, its [`RetryInfo`]
+/// recorded. `next` is told whether a retry may follow the attempt it is for.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn step<Req, Res, E, R, N>(
+    answered: Attempted<Result<Res, E>>,
+    call: &mut Call<Res>,
+    replay: &R,
+    held: &mut Held<Req, R::Kept>,
+    next: impl FnOnce(&mut Held<Req, R::Kept>, bool) -> Option<N>,
+) -> ControlFlow<Final<Res, E>, N>
+where
+    R: Replay<Req, Res, E>,
+{
+    let attempt = judge_attempt(replay, call.retry().policy(), held.sent(), &answered);
+    let record = |response: &mut Res, info| replay.record(response, info);
+    if matches!(held, Held::Kept(_)) {
+        return ControlFlow::Break(call.conclude_last(attempt, answered, record));
     }
+    call.conclude(attempt, answered, |again| next(held, again), record)
 }

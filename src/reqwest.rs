@@ -1,18 +1,20 @@
 //! [`RetryMiddleware`] for `reqwest-middleware`.
 
 use std::error::Error;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::call::Call;
 use crate::classify::AsError;
-use crate::pause::Pause;
 use crate::policy::RetryPolicy;
-use crate::replay::{HttpReplay, Sent, conclude};
+use crate::replay::{Held, HttpReplay, Replay, step};
+use crate::state::RetryInfo;
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///
@@ -32,9 +34,43 @@ use crate::replay::{HttpReplay, Sent, conclude};
 ///
 /// The decisions are those of the tower [`RetryLayer`](crate::RetryLayer): the same state machine. A
 /// request whose body cannot be copied (a stream) is sent once and its result returned, rather than
-/// refused. When the retries stop on a response, that response is returned (`Ok`) with
-/// [`RetryInfo`](crate::RetryInfo) in its extensions; when they stop on an error, it is returned as it
-/// came from the rest of the chain, so `reqwest::Error::is_connect()` and `is_timeout()` still answer.
+/// refused.
+///
+/// # What a call ends with
+///
+/// - When the retries stop on a response, that response (`Ok`, intact), with [`RetryInfo`] in its
+///   extensions.
+/// - When they stop on an error, the error as it came from the rest of the chain, so
+///   `reqwest::Error::is_connect()` and `is_timeout()` still answer.
+/// - When a time limit of the policy ends the call without a response to hand back, an
+///   `Error::Middleware` holding a [`stagger::Elapsed`](crate::Elapsed).
+///
+/// A `reqwest::Error` has no room for the [`RetryInfo`], and wrapping it would hide its kind, so for an
+/// error the info is put into the request's `Extensions`, which the caller of
+/// `ClientWithMiddleware::execute_with_extensions` reads afterwards. For callers of
+/// `RequestBuilder::send`, whose extensions are dropped inside `send`, the middleware writes it, for
+/// every outcome, into a [`RetryReport`] that the request carries:
+///
+/// ```no_run
+/// use reqwest_middleware::ClientBuilder;
+/// use stagger::{RetryMiddleware, RetryPolicy, RetryReport};
+///
+/// # async fn run() {
+/// # let client = ClientBuilder::new(reqwest::Client::new())
+/// #     .with(RetryMiddleware::new(RetryPolicy::default()))
+/// #     .build();
+/// let report = RetryReport::new();
+/// let result = client
+///     .get("http://localhost:8080/items")
+///     .with_extension(report.clone())
+///     .send()
+///     .await;
+/// if let (Err(error), Some(info)) = (&result, report.get()) {
+///     eprintln!("gave up after {} attempts ({:?}): {error}", info.attempts(), info.stop_reason());
+/// }
+/// # }
+/// ```
+///
 /// One retry budget is shared by every request through the middleware, and by every clone of its policy.
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
@@ -53,45 +89,103 @@ impl RetryMiddleware {
     }
 }
 
+/// Where [`RetryMiddleware`] writes the [`RetryInfo`] of a request sent with
+/// `RequestBuilder::send`: attach a clone with `.with_extension(report.clone())`, read it after.
+///
+/// Clones share one slot; each request through the middleware overwrites it.
+#[derive(Debug, Clone, Default)]
+pub struct RetryReport(Arc<Mutex<Option<RetryInfo>>>);
+
+impl RetryReport {
+    /// An empty report.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The [`RetryInfo`] of the last request that carried this report, once it has ended.
+    pub fn get(&self) -> Option<RetryInfo> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn set(&self, info: RetryInfo) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(info);
+    }
+}
+
+type Outcome = reqwest_middleware::Result<Response>;
+
 impl RetryMiddleware {
-    /// The retry loop: send, judge, and sleep or return, as the policy's state machine says.
-    async fn run(
-        &self,
-        request: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let mut retry = self.policy.start();
-        // While a retry may follow, a copy is sent and the request itself is kept for the next attempt:
-        // the future (boxed for every request) then stores one request, not two. After each attempt the
-        // result is judged and either dropped before the pause or returned (`conclude`).
-        loop {
-            let attempt = match retry.may_retry().then(|| request.try_clone()).flatten() {
-                Some(copy) => next.clone().run(copy, extensions),
-                None => break,
-            };
-            let result = attempt.await;
-            match conclude(&HttpReplay, &mut retry, Sent::Copy(&request), result, true) {
-                ControlFlow::Continue(delay) => Pause::new(delay).await,
-                ControlFlow::Break(result) => return result,
-            }
-        }
-        // The last allowed attempt, or a request that cannot be copied (a streaming body): sent as it is,
-        // and its result returned as it is.
-        let method = request.method().clone();
-        let result = next.run(request, extensions).await;
-        match conclude(
+    /// The retry loop: send, judge, and sleep or return, as the call's state machine says.
+    async fn run(&self, request: Request, extensions: &mut Extensions, next: Next<'_>) -> Outcome {
+        // No local but these lives across an await, since each would take room in the future that
+        // every request allocates (a moved-from local keeps its room to the end of its scope).
+        let mut call = Call::new(self.policy.start_unclocked());
+        let mut held = Held::prepare::<Response, reqwest_middleware::Error, _>(
+            call.retry(),
             &HttpReplay,
-            &mut retry,
-            Sent::<Request, _>::Kept(&method),
-            result,
-            false,
-        ) {
-            ControlFlow::Continue(_) => {
-                unreachable!("a retry is decided only for a request with a copy")
+            &request,
+        );
+        let record = |response: &mut Response, info| {
+            Replay::<Request, Response, reqwest_middleware::Error>::record(
+                &HttpReplay,
+                response,
+                info,
+            );
+        };
+        // The request itself goes first; the held copy stays for the retries (see `Held`). Each
+        // retry's trip through the rest of the chain is built before the pause and first polled after
+        // it, so that the request waits in that future rather than in this one: reqwest-middleware's
+        // chain does nothing until polled.
+        let result = {
+            let mut sending = next.clone().run(request, extensions);
+            loop {
+                // A temporary, not a local: it is gone before the pause.
+                sending = match step(
+                    poll_fn(|cx| call.poll_attempt(sending.as_mut(), cx)).await,
+                    &mut call,
+                    &HttpReplay,
+                    &mut held,
+                    |held, again| {
+                        held.next::<Response, reqwest_middleware::Error, _>(again, &HttpReplay)
+                    },
+                ) {
+                    ControlFlow::Continue(retry) => {
+                        drop(sending);
+                        next.clone().run(retry, extensions)
+                    }
+                    ControlFlow::Break(result) => break result,
+                };
+                poll_fn(|cx| call.poll_pause(cx)).await;
+                if let Err(result) = call.begin_retry(record) {
+                    break result;
+                }
             }
-            ControlFlow::Break(result) => result,
+        };
+        let info = match &result {
+            Ok(_) => call.retry().info(),
+            Err(error) => {
+                // A response carries its own; the request's extensions get it only for an error, since
+                // an empty extensions map costs an allocation to insert into.
+                extensions.insert(error.info());
+                error.info()
+            }
+        };
+        if let Some(report) = extensions.get::<RetryReport>() {
+            report.set(info);
         }
+        result.map_err(|error| match error.split() {
+            Ok(inner) => inner,
+            Err(other) => match other.elapsed() {
+                Some(elapsed) => reqwest_middleware::Error::middleware(*elapsed),
+                None => reqwest_middleware::Error::middleware(other),
+            },
+        })
     }
 }
 
@@ -159,9 +253,11 @@ mod tests {
         Box::pin(async { Ok(Response::from(http::Response::new(""))) })
     }
 
-    /// Every request boxes this future once, so its size is paid on every request. A guard against a
-    /// regression: holding the request twice (the original and its copy) and the timer inline made it
-    /// 1 176 bytes and cost 339 more instructions per request (callgrind); it is 952 bytes now.
+    /// Every request boxes this future once, so its size is paid on every request, and past 1 KiB the
+    /// allocation leaves glibc's per-thread cache. A guard against a regression: holding the request
+    /// twice (the original and its copy) and the timer inline made it 1 176 bytes and cost 339 more
+    /// instructions per request (callgrind); with the deadline's bookkeeping it was 1 072 until the
+    /// delay state moved to the heap of requests that retry; it is 984 bytes now.
     #[tokio::test]
     async fn the_retry_loop_future_stays_small() {
         let measure = Measure(RetryMiddleware::new(crate::RetryPolicy::default()));

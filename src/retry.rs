@@ -1,16 +1,25 @@
 //! Retrying any async operation under a policy: reconnect loops, restarting workers.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::ops::ControlFlow;
+use std::pin::pin;
 
+use crate::call::{Attempted, Call};
 use crate::classify::Outcome;
-use crate::pause::Pause;
-use crate::policy::{Attempt, Decision, RetryPolicy};
+use crate::error::Error;
+use crate::policy::RetryPolicy;
+use crate::state::Attempt;
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
-/// retries, sleeping on tokio's timer between attempts. Returns the last attempt's result as it is.
+/// retries, sleeping on tokio's timer between attempts.
 ///
-/// The policy's backoff, `max_retries`, deadline, budget and hook apply as they do to HTTP requests;
-/// the HTTP classifier does not. Every outcome is treated as idempotent: `classify` decides what may run
+/// Returns the last attempt's value (`Ok`, whatever `classify` said of it) or its error inside an
+/// [`Error`] that also tells the attempts made, the time slept and why the retries stopped. The
+/// policy's backoff, `max_retries`, budget and hook apply as they do to HTTP requests, and so do its time
+/// limits: an attempt that runs past `attempt_timeout` is dropped (cancelled) and retried, and when the
+/// deadline (`max_elapsed`) passes the attempt in flight is dropped and the call ends with the last
+/// `Ok` value received, or an error whose [`is_deadline`](Error::is_deadline) is true. The HTTP
+/// classifier does not apply. Every outcome is treated as idempotent: `classify` decides what may run
 /// again (return [`Outcome::Fatal`] for what may not).
 ///
 /// ```
@@ -37,7 +46,8 @@ use crate::policy::{Attempt, Decision, RetryPolicy};
 ///         Err(_) => Outcome::Fatal,
 ///     },
 /// )
-/// .await?;
+/// .await
+/// .map_err(|error| error.into_inner().unwrap_or_else(|| std::io::ErrorKind::TimedOut.into()))?;
 /// # drop(stream);
 /// # Ok(())
 /// # }
@@ -46,22 +56,32 @@ pub async fn retry<T, E, Op, Fut, C>(
     policy: &RetryPolicy,
     mut operation: Op,
     mut classify: C,
-) -> Result<T, E>
+) -> Result<T, Error<E>>
 where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
 {
-    let mut state = policy.start();
+    let mut call = Call::new(policy.start_unclocked());
+    let ignore = |_: &mut T, _| {};
     loop {
-        let result = operation().await;
-        match state.decide(Attempt::new(classify(&result))) {
-            Decision::Retry(delay) => {
-                // Drop a failed result (a half-open connection, say) before sleeping, not after.
-                drop(result);
-                Pause::new(delay).await;
+        {
+            let mut attempt = pin!(operation());
+            let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx)).await;
+            let judged = match &answered {
+                Attempted::Answered(result) => Attempt::new(classify(result)),
+                Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(true),
+            };
+            // A failed result (a half-open connection, say) is dropped here, before the sleep.
+            if let ControlFlow::Break(result) =
+                call.conclude(judged, answered, |_| Some(()), ignore)
+            {
+                return result;
             }
-            Decision::Stop(_) => return result,
+        }
+        poll_fn(|cx| call.poll_pause(cx)).await;
+        if let Err(result) = call.begin_retry(ignore) {
+            return result;
         }
     }
 }

@@ -347,6 +347,16 @@ fn every_config_error_names_its_field_and_value() {
             ConfigError::BudgetWindow(Duration::from_secs(61)),
             "61s",
         ),
+        (
+            RetryPolicy::builder().max_elapsed(Duration::ZERO),
+            ConfigError::MaxElapsed(Duration::ZERO),
+            "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed()",
+        ),
+        (
+            RetryPolicy::builder().attempt_timeout(Duration::ZERO),
+            ConfigError::AttemptTimeout(Duration::ZERO),
+            "attempt_timeout must be greater than zero, got 0ns (use no_attempt_timeout()",
+        ),
     ];
     for (builder, want, words) in cases {
         let err = builder.build().unwrap_err();
@@ -355,6 +365,36 @@ fn every_config_error_names_its_field_and_value() {
         assert!(err.to_string().contains(words), "{err} lacks {words:?}");
         assert_eq!(std::mem::discriminant(&err), std::mem::discriminant(&want));
     }
+}
+
+#[test]
+fn the_default_policy_bounds_a_call_and_each_attempt_and_both_can_be_removed() {
+    let policy = RetryPolicy::default();
+    assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30)));
+    assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(10)));
+    assert_eq!(policy.max_elapsed(), Some(RetryPolicy::DEFAULT_MAX_ELAPSED));
+    assert_eq!(
+        policy.attempt_timeout(),
+        Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT)
+    );
+    let unbounded = RetryPolicy::builder()
+        .no_max_elapsed()
+        .no_attempt_timeout()
+        .build()
+        .unwrap();
+    assert_eq!(unbounded.max_elapsed(), None);
+    assert_eq!(unbounded.attempt_timeout(), None);
+    // Limits beyond what an instant can hold are no limits, not a panic.
+    let huge = RetryPolicy::builder()
+        .max_elapsed(Duration::MAX)
+        .attempt_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let mut state = huge.start();
+    assert!(matches!(
+        state.decide(Attempt::new(unavailable())),
+        Decision::Retry(_)
+    ));
 }
 
 #[test]
@@ -489,7 +529,10 @@ async fn the_default_budget_allows_a_fifth_of_the_requests_beyond_its_floor() {
         .unwrap();
     let mut granted = 0;
     for _ in 0..1000 {
-        if let Decision::Retry(_) = policy.start().decide(Attempt::new(unavailable())) {
+        let mut state = policy.start();
+        if let Decision::Retry(_) = state.decide(Attempt::new(unavailable())) {
+            // Sent: a retry decided but never sent is given back to the budget.
+            state.begin_retry().unwrap();
             granted += 1;
         }
     }
@@ -546,6 +589,28 @@ async fn retry_after_is_a_floor_in_every_mode_that_honours_it() {
     }
     let busiest = per_ms.values().max().copied().unwrap_or(0);
     assert!(busiest <= 8, "{busiest} clients in one millisecond");
+}
+
+#[tokio::test(start_paused = true)]
+async fn strict_never_waits_past_max_retry_after_even_when_the_backoff_is_longer() {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::from_secs(60)))
+        .retry_after(RetryAfterMode::Strict)
+        .max_retry_after(Duration::from_secs(5))
+        .no_max_elapsed()
+        .no_budget()
+        .build()
+        .unwrap();
+    let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(2)));
+    assert_eq!(
+        policy.start().decide(attempt),
+        Decision::Retry(Duration::from_secs(5))
+    );
+    // Without a Retry-After, the backoff is the backoff.
+    assert_eq!(
+        policy.start().decide(Attempt::new(unavailable())),
+        Decision::Retry(Duration::from_secs(60))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -645,6 +710,67 @@ async fn the_hook_sees_every_retry() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_budget_back() {
+    // One retry in the budget: no percentage, one per second over a one-second window.
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(100 * MS))
+        .max_elapsed(Duration::from_secs(1))
+        .budget(0.0, 1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut late = policy.start();
+    assert_eq!(
+        late.decide(Attempt::new(unavailable())),
+        Decision::Retry(100 * MS)
+    );
+    // The sleep overran: the deadline has passed by the time the retry would be sent.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(late.begin_retry(), Err(StopReason::Deadline));
+    assert_eq!(late.info().stop_reason(), Some(StopReason::Deadline));
+    // The withdrawal came back: another request may retry.
+    let mut next = policy.start();
+    assert_eq!(
+        next.decide(Attempt::new(unavailable())),
+        Decision::Retry(100 * MS)
+    );
+    assert_eq!(next.begin_retry(), Ok(()));
+    // And that one was sent, so the budget is spent.
+    assert_eq!(
+        policy.start().decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Budget)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_state_dropped_between_a_retry_and_its_sending_gives_the_withdrawal_back() {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(100 * MS))
+        .budget(0.0, 1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let mut dropped = policy.start();
+        assert!(matches!(
+            dropped.decide(Attempt::new(unavailable())),
+            Decision::Retry(_)
+        ));
+        // A clone does not carry the pending withdrawal: it is given back once, not twice.
+        drop(dropped.clone());
+    }
+    // Five requests decided a retry and dropped it; the one retry is still there.
+    let mut state = policy.start();
+    assert!(matches!(
+        state.decide(Attempt::new(unavailable())),
+        Decision::Retry(_)
+    ));
+    state.begin_retry().unwrap();
+    assert_eq!(
+        policy.start().decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Budget)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The generic retry of any async operation
 
@@ -653,11 +779,15 @@ async fn retry_runs_an_operation_until_it_succeeds_sleeping_between_attempts() {
     let policy = base().max_retries(5).build().unwrap();
     let calls = AtomicU32::new(0);
     let start = tokio::time::Instant::now();
-    let result: Result<u32, &str> = stagger::retry(
+    let result = stagger::retry(
         &policy,
         || async {
             let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            if n < 3 { Err("not yet") } else { Ok(n) }
+            if n < 3 {
+                Err("not yet")
+            } else {
+                Ok::<_, &str>(n)
+            }
         },
         |result| match result {
             Ok(_) => Outcome::Success,
@@ -665,7 +795,7 @@ async fn retry_runs_an_operation_until_it_succeeds_sleeping_between_attempts() {
         },
     )
     .await;
-    assert_eq!(result, Ok(3));
+    assert_eq!(result.unwrap(), 3);
     assert_eq!(start.elapsed(), 300 * MS);
 }
 
@@ -673,11 +803,11 @@ async fn retry_runs_an_operation_until_it_succeeds_sleeping_between_attempts() {
 async fn retry_returns_the_last_error_when_the_policy_gives_up() {
     let policy = base().max_retries(2).build().unwrap();
     let calls = AtomicU32::new(0);
-    let result: Result<(), std::io::Error> = stagger::retry(
+    let result = stagger::retry(
         &policy,
         || async {
             calls.fetch_add(1, Ordering::SeqCst);
-            Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
         },
         |result| match result {
             Ok(_) => Outcome::Success,
@@ -685,9 +815,12 @@ async fn retry_returns_the_last_error_when_the_policy_gives_up() {
         },
     )
     .await;
+    let error = result.unwrap_err();
+    assert_eq!(error.info().attempts(), 3);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
     assert_eq!(
-        result.unwrap_err().kind(),
-        std::io::ErrorKind::ConnectionRefused
+        error.inner().map(std::io::Error::kind),
+        Some(std::io::ErrorKind::ConnectionRefused)
     );
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }

@@ -13,7 +13,7 @@ use reqwest::{Method, StatusCode};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::{
     Backoff, Jitter, Reason, RetryAfterMode, RetryEvent, RetryInfo, RetryMiddleware, RetryPolicy,
-    RetryPolicyBuilder, StopReason,
+    RetryPolicyBuilder, RetryReport, StopReason,
 };
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -471,7 +471,12 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
             }),
     );
 
-    let result = client.get(format!("http://127.0.0.1:{port}/")).send().await;
+    let report = RetryReport::new();
+    let result = client
+        .get(format!("http://127.0.0.1:{port}/"))
+        .with_extension(report.clone())
+        .send()
+        .await;
 
     match result {
         Err(reqwest_middleware::Error::Reqwest(e)) => {
@@ -479,6 +484,9 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
         }
         other => panic!("expected the reqwest connect error, got {other:?}"),
     }
+    let info = report.get().expect("the report is written");
+    assert_eq!(info.attempts(), 4);
+    assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
     assert_eq!(
         retries.load(Ordering::SeqCst),
         RetryPolicy::DEFAULT_MAX_RETRIES,
@@ -500,7 +508,12 @@ async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
         quick().on_retry(events.hook()).build().unwrap(),
     );
 
-    let result = client.get(server.uri()).send().await;
+    let report = RetryReport::new();
+    let result = client
+        .get(server.uri())
+        .with_extension(report.clone())
+        .send()
+        .await;
 
     match result {
         Err(reqwest_middleware::Error::Reqwest(e)) => {
@@ -509,6 +522,9 @@ async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
         other => panic!("expected the reqwest timeout, got {other:?}"),
     }
     assert_eq!(hits(&server, "/").await, 3);
+    let info = report.get().expect("the report is written");
+    assert_eq!(info.attempts(), 3);
+    assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
     let events = events.all();
     assert_eq!(events.len(), 2);
     assert!(events.iter().all(|e| e.reason == Reason::Timeout));
@@ -526,13 +542,22 @@ async fn a_post_that_timed_out_is_not_replayed() {
         quick().build().unwrap(),
     );
 
-    let result = client.post(server.uri()).body("charge").send().await;
+    let report = RetryReport::new();
+    let result = client
+        .post(server.uri())
+        .body("charge")
+        .with_extension(report.clone())
+        .send()
+        .await;
 
     assert!(
         matches!(&result, Err(reqwest_middleware::Error::Reqwest(e)) if e.is_timeout()),
         "{result:?}"
     );
     assert_eq!(hits(&server, "/").await, 1);
+    let info = report.get().expect("the report is written");
+    assert_eq!(info.attempts(), 1);
+    assert_eq!(info.stop_reason(), Some(StopReason::NotIdempotent));
 }
 
 #[tokio::test]

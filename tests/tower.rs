@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use stagger::{
-    AsError, Backoff, Jitter, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
-    RetryPolicyBuilder, StopReason,
+    AsError, Attempt, Backoff, Jitter, Replay, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer,
+    RetryPolicy, RetryPolicyBuilder, Sent, StopReason,
 };
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
@@ -82,7 +82,7 @@ impl Hits {
 fn server<F>(
     hits: &Hits,
     respond: F,
-) -> impl Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone + Send
+) -> impl Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone + Send + use<F>
 where
     F: Fn(usize, &Req) -> Res + Clone + Send + 'static,
 {
@@ -118,7 +118,11 @@ fn get() -> Req {
         .unwrap()
 }
 
-async fn send<S>(policy: RetryPolicy, inner: S, request: Req) -> Result<Res, S::Error>
+async fn send<S>(
+    policy: RetryPolicy,
+    inner: S,
+    request: Req,
+) -> Result<Res, stagger::Error<S::Error>>
 where
     S: Service<Req, Response = Res> + Clone,
     S::Error: AsError,
@@ -262,7 +266,7 @@ async fn a_retry_whose_sleep_would_end_past_max_elapsed_is_not_taken() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_retry_whose_sleep_ends_exactly_at_max_elapsed_is_taken() {
+async fn a_retry_whose_sleep_would_end_exactly_at_max_elapsed_is_not_taken() {
     let hits = Hits::default();
     let policy = exact(ms(100))
         .max_retries(10)
@@ -275,9 +279,10 @@ async fn a_retry_whose_sleep_ends_exactly_at_max_elapsed_is_taken() {
         .await
         .unwrap();
 
-    assert_eq!(hits.offsets(start), [0, 100, 300].map(ms));
+    // The third attempt would start at the deadline, with no time left to run: it is not sent.
+    assert_eq!(hits.offsets(start), [0, 100].map(ms));
     let info = info(&response);
-    assert_eq!(info.attempts(), 3);
+    assert_eq!(info.attempts(), 2);
     assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
 }
 
@@ -607,8 +612,18 @@ async fn an_error_from_the_inner_service_is_returned_unchanged() {
     .await
     .unwrap_err();
     assert_eq!(hits.count(), 3);
-    assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused);
-    assert_eq!(error.to_string(), "failure #3");
+    assert_eq!(error.info().attempts(), 3);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
+    let inner = error.inner().expect("the inner error");
+    assert_eq!(inner.kind(), io::ErrorKind::ConnectionRefused);
+    assert_eq!(inner.to_string(), "failure #3");
+    assert_eq!(
+        error.to_string(),
+        "gave up after 3 attempts (max retries reached)"
+    );
+    let source = std::error::Error::source(&error).expect("the inner error as source");
+    assert_eq!(source.to_string(), "failure #3");
+    assert!(source.is::<io::Error>());
 
     // Fatal: the first.
     let hits = Hits::default();
@@ -620,8 +635,11 @@ async fn an_error_from_the_inner_service_is_returned_unchanged() {
     .await
     .unwrap_err();
     assert_eq!(hits.count(), 1);
-    assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
-    assert_eq!(error.to_string(), "failure #1");
+    assert_eq!(error.info().attempts(), 1);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::Fatal));
+    let inner = error.into_inner().expect("the inner error");
+    assert_eq!(inner.kind(), io::ErrorKind::PermissionDenied);
+    assert_eq!(inner.to_string(), "failure #1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -648,7 +666,10 @@ async fn a_per_attempt_timeout_inside_the_layer_is_retried_and_its_error_kept() 
     let error = service.oneshot(get()).await.unwrap_err();
 
     assert_eq!(hits.offsets(start), [0, 110, 230].map(ms));
-    assert!(error.is::<tower::timeout::error::Elapsed>(), "{error}");
+    let inner = error.inner().expect("the inner error");
+    assert!(inner.is::<tower::timeout::error::Elapsed>(), "{error}");
+    assert_eq!(error.info().attempts(), 3);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
 }
 
 #[tokio::test(start_paused = true)]
@@ -673,7 +694,9 @@ async fn max_retries_zero_sends_once() {
     .await
     .unwrap_err();
     assert_eq!(hits.count(), 1);
-    assert_eq!(error.to_string(), "failure #1");
+    assert_eq!(error.inner().unwrap().to_string(), "failure #1");
+    assert_eq!(error.info().attempts(), 1);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -957,6 +980,317 @@ async fn a_concurrency_limit_inside_the_layer_holds_across_retries() {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Faults: the deadline and the attempt timeout in virtual time, readiness that fails or lags, a call
+// dropped mid-sleep, a `Replay` that breaks its contract
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_default_policy_gives_up_on_a_hung_service_at_30_s_after_3_attempts() {
+    let hits = Hits::default();
+    let hung = {
+        let hits = hits.clone();
+        service_fn(move |_: Req| {
+            hits.hit();
+            std::future::pending::<Result<Res, Infallible>>()
+        })
+    };
+    let start = Instant::now();
+
+    let error = send(RetryPolicy::default(), hung, get()).await.unwrap_err();
+
+    // Attempts cut at 10 s each (`attempt_timeout`), retried after a jittered 100 and 200 ms ceiling;
+    // the third is cut by the 30 s deadline.
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert!(error.is_deadline(), "{error:?}");
+    assert_eq!(hits.count(), 3);
+    let offsets = hits.offsets(start);
+    assert!(offsets[1] >= Duration::from_secs(10) && offsets[1] <= ms(10_100));
+    assert!(offsets[2] >= offsets[1] + Duration::from_secs(10));
+    assert_eq!(error.info().attempts(), 3);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::Deadline));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_cuts_each_attempt_and_a_get_is_retried() {
+    let hits = Hits::default();
+    let slow_first = {
+        let hits = hits.clone();
+        service_fn(move |_: Req| {
+            let n = hits.hit();
+            async move {
+                if n == 1 {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                Ok::<_, Infallible>(status(200))
+            }
+        })
+    };
+    let policy = exact(ms(10)).attempt_timeout(ms(200)).build().unwrap();
+    let start = Instant::now();
+
+    let response = send(policy.clone(), slow_first.clone(), get())
+        .await
+        .unwrap();
+
+    assert_eq!(hits.offsets(start), [0, 210].map(ms));
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(info(&response).attempts(), 2);
+
+    // A POST without a key is not replayed after a timeout: the server may have acted on it.
+    let hits = Hits::default();
+    let slow = {
+        let hits = hits.clone();
+        service_fn(move |_: Req| {
+            hits.hit();
+            async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok::<_, Infallible>(status(200))
+            }
+        })
+    };
+    let start = Instant::now();
+    let error = send(policy, slow, post(None)).await.unwrap_err();
+    assert_eq!(start.elapsed(), ms(200));
+    assert!(error.is_attempt_timeout(), "{error:?}");
+    assert_eq!(error.elapsed().unwrap().limit(), ms(200));
+    assert_eq!(hits.count(), 1);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::NotIdempotent));
+}
+
+/// Ready at once for the first call; after it, each `poll_ready` waits `lag` on the timer first.
+struct LaggingReadiness {
+    calls: Arc<Mutex<Vec<Instant>>>,
+    lag: Duration,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    fail: bool,
+}
+
+impl LaggingReadiness {
+    fn new(lag: Duration, fail: bool) -> (Self, Arc<Mutex<Vec<Instant>>>) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let service = Self {
+            calls: Arc::clone(&calls),
+            lag,
+            wait: None,
+            fail,
+        };
+        (service, calls)
+    }
+}
+
+impl Clone for LaggingReadiness {
+    fn clone(&self) -> Self {
+        Self {
+            calls: Arc::clone(&self.calls),
+            lag: self.lag,
+            wait: None,
+            fail: self.fail,
+        }
+    }
+}
+
+impl Service<Req> for LaggingReadiness {
+    type Response = Res;
+    type Error = io::Error;
+    type Future = std::future::Ready<Result<Res, io::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+        if self.calls.lock().unwrap().is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        if self.fail {
+            return Poll::Ready(Err(io::Error::other("the service has shut down")));
+        }
+        let lag = self.lag;
+        let wait = self
+            .wait
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(lag)));
+        std::task::ready!(wait.as_mut().poll(cx));
+        self.wait = None;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Req) -> Self::Future {
+        self.calls.lock().unwrap().push(Instant::now());
+        std::future::ready(Ok(status(503)))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_retry_reaches_the_service_after_the_deadline_however_slow_its_readiness() {
+    // Readiness that lags past the deadline: the deadline ends the wait for it.
+    let (slow, calls) = LaggingReadiness::new(Duration::from_secs(2), false);
+    let policy = exact(ms(10))
+        .max_elapsed(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    let response = send(policy.clone(), slow, get()).await.unwrap();
+
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(info(&response).attempts(), 1);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Deadline));
+
+    // Readiness that comes exactly at the deadline: checked again before the call, and not sent.
+    let (at_deadline, calls) = LaggingReadiness::new(ms(990), false);
+    let response = send(policy, at_deadline, get()).await.unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Deadline));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_readiness_error_before_a_retry_is_returned_with_what_the_retries_did() {
+    let (failing, calls) = LaggingReadiness::new(Duration::ZERO, true);
+
+    let error = send(exact(ms(10)).build().unwrap(), failing, get())
+        .await
+        .unwrap_err();
+
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(
+        error.inner().unwrap().to_string(),
+        "the service has shut down"
+    );
+    assert_eq!(error.info().attempts(), 1);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::NotReady));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_mid_sleep_gives_its_retry_back_to_the_budget() {
+    // A budget of exactly one retry: no percentage, one retry per second over a one-second window.
+    let budget_of_one = || {
+        RetryPolicy::builder()
+            .backoff(Backoff::fixed(ms(100)))
+            .max_retries(1)
+            .budget(0.0, 1, Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+
+    // Dropped during its sleep: the retry it had withdrawn was never sent, and is given back.
+    let policy = budget_of_one();
+    let hits = Hits::default();
+    let first = tokio::spawn(send(policy.clone(), server(&hits, always(503)), get()));
+    tokio::time::sleep(ms(50)).await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    assert_eq!(hits.count(), 1);
+    let response = send(policy, server(&hits, always(503)), get())
+        .await
+        .unwrap();
+    assert_eq!(info(&response).attempts(), 2, "the retry was given back");
+
+    // The control: a first call that sends its retry spends the budget.
+    let policy = budget_of_one();
+    let hits = Hits::default();
+    send(policy.clone(), server(&hits, always(503)), get())
+        .await
+        .unwrap();
+    let response = send(policy, server(&hits, always(503)), get())
+        .await
+        .unwrap();
+    assert_eq!(info(&response).attempts(), 1);
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Budget));
+}
+
+/// A `Replay` that breaks its contract: it says every attempt may be replayed, copies the request for
+/// the first attempt, and refuses every copy after that (or every copy, with `copies: 0`).
+#[derive(Clone)]
+struct BrokenReplay {
+    copies: Arc<AtomicUsize>,
+}
+
+impl Replay<Req, Res, Infallible> for BrokenReplay {
+    type Kept = ();
+
+    fn clone_request(&self, request: &Req) -> Option<Req> {
+        let allowed = self
+            .copies
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        allowed.then(|| Request::new(request.body().clone()))
+    }
+
+    fn keep(&self, _: &Req) {}
+
+    fn attempt(
+        &self,
+        _: &RetryPolicy,
+        _: Sent<'_, Req, ()>,
+        result: &Result<Res, Infallible>,
+    ) -> Attempt {
+        let status = match result {
+            Ok(response) => response.status(),
+            Err(never) => match *never {},
+        };
+        Attempt::new(stagger::classify_status(status)).replayable(true)
+    }
+
+    fn is_idempotent(&self, _: Sent<'_, Req, ()>) -> bool {
+        true
+    }
+
+    fn record(&self, response: &mut Res, info: RetryInfo) {
+        response.extensions_mut().insert(info);
+    }
+}
+
+async fn send_broken(
+    policy: RetryPolicy,
+    copies: usize,
+    hits: &Hits,
+) -> Result<Res, stagger::Error<Infallible>> {
+    let replay = BrokenReplay {
+        copies: Arc::new(AtomicUsize::new(copies)),
+    };
+    stagger::tower::Retry::new(server(hits, always(503)), policy, replay)
+        .oneshot(get())
+        .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_that_refuses_a_copy_ends_the_call_with_what_it_has_and_never_panics() {
+    // It copied once, then refused the retry's copy: the 503 comes back, kept for the deadline.
+    let hits = Hits::default();
+    let response = send_broken(exact(ms(10)).build().unwrap(), 1, &hits)
+        .await
+        .unwrap();
+    assert_eq!(hits.count(), 1);
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        info(&response).stop_reason(),
+        Some(StopReason::NotReplayable)
+    );
+
+    // Without a deadline nothing was kept: an error that says so.
+    let hits = Hits::default();
+    let error = send_broken(exact(ms(10)).no_max_elapsed().build().unwrap(), 1, &hits)
+        .await
+        .unwrap_err();
+    assert_eq!(hits.count(), 1);
+    assert!(error.inner().is_none() && error.elapsed().is_none());
+    assert_eq!(error.info().stop_reason(), Some(StopReason::NotReplayable));
+    assert_eq!(
+        error.to_string(),
+        "gave up after 1 attempt (request cannot be replayed)"
+    );
+
+    // It never copied, yet judged the attempt replayable: the adapter knows better, and sends once.
+    let hits = Hits::default();
+    let response = send_broken(exact(ms(10)).build().unwrap(), 0, &hits)
+        .await
+        .unwrap();
+    assert_eq!(hits.count(), 1);
+    assert_eq!(
+        info(&response).stop_reason(),
+        Some(StopReason::NotReplayable)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
 // reqwest::Client against wiremock
 // ---------------------------------------------------------------------------------------------------
 
@@ -984,7 +1318,7 @@ mod reqwest_client {
         policy: RetryPolicy,
         client: reqwest::Client,
         request: reqwest::Request,
-    ) -> Result<reqwest::Response, reqwest::Error> {
+    ) -> Result<reqwest::Response, stagger::Error<reqwest::Error>> {
         let service = ServiceBuilder::new()
             .layer(RetryLayer::new(policy))
             .service(client);
@@ -1174,7 +1508,9 @@ mod reqwest_client {
 
         let error = send(policy, client, request).await.unwrap_err();
 
-        assert!(error.is_connect(), "{error:?}");
+        assert!(error.inner().unwrap().is_connect(), "{error:?}");
+        assert_eq!(error.info().attempts(), 3);
+        assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
         // Refused before the server could act: even a POST is tried three times.
         let events = events.lock().unwrap();
         assert_eq!(events.len(), 2);
@@ -1199,7 +1535,9 @@ mod reqwest_client {
 
         let error = send(policy, client, request).await.unwrap_err();
 
-        assert!(error.is_timeout(), "{error:?}");
+        assert!(error.inner().unwrap().is_timeout(), "{error:?}");
+        assert_eq!(error.info().attempts(), 3);
+        assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
         assert!(
             events
                 .lock()
@@ -1316,7 +1654,9 @@ mod hyper_util_client {
             .await
             .unwrap_err();
 
-        assert!(error.is_connect(), "{error:?}");
+        assert!(error.inner().unwrap().is_connect(), "{error:?}");
+        assert_eq!(error.info().attempts(), 3);
+        assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
         let events = events.lock().unwrap();
         assert_eq!(events.len(), 2);
         assert!(events.iter().all(|e| e.reason == Reason::Connect));

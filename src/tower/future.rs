@@ -12,9 +12,9 @@ use std::task::{Context, Poll, ready};
 use ::tower::Service;
 use pin_project_lite::pin_project;
 
-use crate::pause::Pause;
-use crate::policy::RetryState;
-use crate::replay::{Held, Replay, conclude};
+use crate::call::{Call, Final};
+use crate::replay::{Held, Replay, step};
+use crate::state::RetryState;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -26,7 +26,7 @@ pin_project! {
         #[pin]
         state: State<S::Future>,
         service: S,
-        retry: RetryState,
+        call: Call<S::Response>,
         replay: R,
         held: Held<Req, R::Kept>,
     }
@@ -35,9 +35,11 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F> {
+        // An attempt is in flight, under its time limit.
         Called { #[pin] future: F },
-        Sleeping { pause: Pause },
-        Retrying,
+        // The pause before a retry, then the service's readiness, under the deadline.
+        Waiting,
+        Done,
     }
 }
 
@@ -48,7 +50,7 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("retry", &self.retry)
+            .field("retry", self.call.retry())
             .finish_non_exhaustive()
     }
 }
@@ -64,7 +66,7 @@ where
         Self {
             state: State::Called { future },
             service,
-            retry,
+            call: Call::new(retry),
             replay,
             held,
         }
@@ -76,38 +78,50 @@ where
     S: Service<Req>,
     R: Replay<Req, S::Response, S::Error>,
 {
-    type Output = Result<S::Response, S::Error>;
+    type Output = Final<S::Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        let replay = &*this.replay;
+        let record = |response: &mut S::Response, info| replay.record(response, info);
         loop {
-            match this.state.as_mut().project() {
+            let result = match this.state.as_mut().project() {
                 StateProj::Called { future } => {
-                    let result = ready!(future.poll(cx));
-                    let (sent, replayable) = this.held.sent();
-                    match conclude(this.replay, this.retry, sent, result, replayable) {
-                        ControlFlow::Continue(delay) => {
-                            this.state.set(State::Sleeping {
-                                pause: Pause::new(delay),
-                            });
+                    let answered = ready!(this.call.poll_attempt(future, cx));
+                    // The retry's request is made when it is due, so that the future holds one request.
+                    match step(answered, this.call, replay, this.held, |_, _| Some(())) {
+                        ControlFlow::Continue(()) => {
+                            this.state.set(State::Waiting);
+                            continue;
                         }
-                        ControlFlow::Break(result) => return Poll::Ready(result),
+                        ControlFlow::Break(result) => result,
                     }
                 }
-                StateProj::Sleeping { pause } => {
-                    ready!(Pin::new(pause).poll(cx));
-                    this.state.set(State::Retrying);
-                }
-                StateProj::Retrying => {
-                    ready!(this.service.poll_ready(cx))?;
-                    // `decide` retries only a replayable attempt, which is one whose copy is held.
-                    let Some(request) = this.held.next(this.retry, this.replay) else {
-                        unreachable!("a retry is decided only for a request with a copy");
+                StateProj::Waiting => {
+                    ready!(this.call.poll_pause(cx));
+                    let ready = match this.service.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => this.call.begin_retry(record),
+                        Poll::Ready(Err(error)) => Err(this.call.not_ready(error)),
+                        Poll::Pending => {
+                            ready!(this.call.poll_deadline(cx));
+                            Err(this.call.deadline_before_sending(record))
+                        }
                     };
-                    let future = this.service.call(request);
-                    this.state.set(State::Called { future });
+                    let again = this.call.retry().may_retry();
+                    match ready.map(|()| this.held.next(again, replay)) {
+                        Ok(Some(request)) => {
+                            let future = this.service.call(request);
+                            this.state.set(State::Called { future });
+                            continue;
+                        }
+                        Ok(None) => this.call.unsent(record),
+                        Err(result) => result,
+                    }
                 }
-            }
+                StateProj::Done => panic!("`ResponseFuture` polled after it completed"),
+            };
+            this.state.set(State::Done);
+            return Poll::Ready(result);
         }
     }
 }

@@ -3,10 +3,17 @@ use std::task::{Context, Poll};
 use ::tower::Service;
 
 use super::future::ResponseFuture;
+use crate::error::Error;
 use crate::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
+use crate::state::{RetryInfo, StopReason};
 
 /// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).
+///
+/// Its error is [`stagger::Error`](crate::Error) over the inner service's error, as `tower::timeout`
+/// changes the error of what it wraps: the inner error is one call away
+/// ([`inner`](crate::Error::inner), [`into_inner`](crate::Error::into_inner), or `source()`), and the
+/// [`RetryInfo`] of the call comes with it.
 #[derive(Debug, Clone)]
 pub struct Retry<S, R = HttpReplay> {
     inner: S,
@@ -51,11 +58,16 @@ where
     R: Replay<Req, S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
-    type Error = S::Error;
+    type Error = Error<S::Error>;
     type Future = ResponseFuture<S, Req, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(|error| {
+            Error::from_inner(
+                error,
+                RetryInfo::stopped_before_sending(StopReason::NotReady),
+            )
+        })
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
@@ -64,6 +76,11 @@ where
         // ready again before each.
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(service, self.policy.start(), self.replay.clone(), request)
+        ResponseFuture::new(
+            service,
+            self.policy.start_unclocked(),
+            self.replay.clone(),
+            request,
+        )
     }
 }

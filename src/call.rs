@@ -1,0 +1,279 @@
+//! One call as every adapter drives it: each attempt against its time limit, the step after it, the
+//! wait before a retry, and the answer the call ends with.
+//!
+//! The decisions are the state machine's ([`RetryState`]); this is the bookkeeping around them that
+//! would otherwise be written once per adapter: which timer is running, the last response kept for a
+//! deadline, and turning a stop into the call's result.
+
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use crate::error::{Elapsed, Error};
+use crate::state::{Attempt, Decision, Limit, RetryInfo, RetryState, StopReason};
+use crate::timer::{Timer, after, poll_zero_delay};
+
+/// How an attempt ended.
+#[derive(Debug)]
+pub(crate) enum Attempted<T> {
+    /// It came back with this.
+    Answered(T),
+    /// It ran past `attempt_timeout` and was dropped.
+    TimedOut,
+    /// The deadline passed while it was in flight, and it was dropped.
+    Deadline,
+}
+
+/// What a call ends with: the last response, or an error that says what the retries did.
+pub(crate) type Final<Res, E> = Result<Res, Error<E>>;
+
+/// What the call's one timer is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// An attempt is starting; its time limit is set if it has to wait.
+    Idle,
+    /// An attempt is waiting, under this limit (`None`: no limit).
+    Attempt(Option<Limit>),
+    /// Waiting before a retry; `true` for a zero delay, which needs no timer.
+    Pause(bool),
+    /// The pause is over; the inner service is getting ready, under the deadline if `true`.
+    Ready(bool),
+}
+
+/// One call's retries as an adapter drives them.
+#[derive(Debug)]
+pub(crate) struct Call<Res> {
+    retry: RetryState,
+    timer: Timer,
+    phase: Phase,
+    /// The last response received, kept (with a deadline only) so that a deadline passing during a
+    /// later attempt can hand it back; boxed, so that it costs the future of a request that never
+    /// retries one pointer.
+    last: Option<Box<Res>>,
+}
+
+impl<Res> Call<Res> {
+    pub(crate) fn new(retry: RetryState) -> Self {
+        Self {
+            retry,
+            timer: Timer::default(),
+            phase: Phase::Idle,
+            last: None,
+        }
+    }
+
+    pub(crate) fn retry(&self) -> &RetryState {
+        &self.retry
+    }
+
+    /// Polls the attempt in flight. Its time limit — the earlier of `attempt_timeout` and the deadline —
+    /// is set only when it first has to wait: an attempt answered at its first poll costs no timer and no
+    /// clock read.
+    pub(crate) fn poll_attempt<F: Future + ?Sized>(
+        &mut self,
+        attempt: Pin<&mut F>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Attempted<F::Output>> {
+        if let Poll::Ready(output) = attempt.poll(cx) {
+            self.phase = Phase::Idle;
+            return Poll::Ready(Attempted::Answered(output));
+        }
+        let limit = match self.phase {
+            Phase::Attempt(limit) => limit,
+            _ => {
+                let limit = self.retry.attempt_limit().map(|(at, limit)| {
+                    self.timer.set(at);
+                    limit
+                });
+                self.phase = Phase::Attempt(limit);
+                limit
+            }
+        };
+        let Some(limit) = limit else {
+            return Poll::Pending;
+        };
+        ready!(self.timer.poll(cx));
+        self.phase = Phase::Idle;
+        Poll::Ready(match limit {
+            Limit::Attempt => Attempted::TimedOut,
+            Limit::Deadline => Attempted::Deadline,
+        })
+    }
+
+    /// The step after an attempt of a request whose copy is held: `Continue(request)`, the next attempt's
+    /// request from `next`, after the pause that [`poll_pause`](Self::poll_pause) waits out, or
+    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it by `record`. `next` is told
+    /// whether a retry may follow the attempt it makes the request for.
+    ///
+    /// A failed result is dropped before the pause (so that its connection goes back to the pool, or is
+    /// closed, now rather than after it), unless it is a response kept for the deadline. If `next` cannot
+    /// copy the request, the result is returned as it is, stopped as not replayable.
+    pub(crate) fn conclude<E, N>(
+        &mut self,
+        attempt: Attempt,
+        answered: Attempted<Result<Res, E>>,
+        next: impl FnOnce(bool) -> Option<N>,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> ControlFlow<Final<Res, E>, N> {
+        let result = match answered {
+            Attempted::Answered(result) => Some(result),
+            Attempted::TimedOut => None,
+            Attempted::Deadline => {
+                self.retry.cut_by_deadline();
+                return ControlFlow::Break(self.at_deadline(record));
+            }
+        };
+        let delay = match self.retry.decide(attempt.replayable(true)) {
+            Decision::Retry(delay) => delay,
+            Decision::Stop(_) => return ControlFlow::Break(self.end(result, record)),
+        };
+        let Some(request) = next(self.retry.may_retry()) else {
+            self.retry.abandon(StopReason::NotReplayable);
+            return ControlFlow::Break(self.end(result, record));
+        };
+        if let Some(Ok(response)) = result
+            && self.retry.policy().max_elapsed().is_some()
+        {
+            self.last = Some(Box::new(response));
+        }
+        self.phase = Phase::Pause(delay.is_zero());
+        if !delay.is_zero() {
+            self.timer.set(after(delay));
+        }
+        ControlFlow::Continue(request)
+    }
+
+    /// The step after the last attempt a request can have (it was sent without a copy): always the end.
+    pub(crate) fn conclude_last<E>(
+        &mut self,
+        attempt: Attempt,
+        answered: Attempted<Result<Res, E>>,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Final<Res, E> {
+        let result = match answered {
+            Attempted::Answered(result) => Some(result),
+            Attempted::TimedOut => None,
+            Attempted::Deadline => {
+                self.retry.cut_by_deadline();
+                return self.at_deadline(record);
+            }
+        };
+        self.retry.finish(attempt);
+        self.end(result, record)
+    }
+
+    /// Waits out the pause before a retry.
+    pub(crate) fn poll_pause(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.phase {
+            Phase::Pause(true) => ready!(poll_zero_delay(cx)),
+            Phase::Pause(false) => ready!(self.timer.poll(cx)),
+            Phase::Idle | Phase::Attempt(_) | Phase::Ready(_) => return Poll::Ready(()),
+        }
+        self.phase = Phase::Ready(false);
+        Poll::Ready(())
+    }
+
+    /// While the inner service gets ready for a retry: ready when the deadline passes (pending forever
+    /// without one). The retry's decision left the deadline ahead; a slow `poll_ready` may overrun it.
+    pub(crate) fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.phase == Phase::Ready(false) {
+            match self.retry.deadline() {
+                Some(deadline) => self.timer.set(deadline),
+                None => return Poll::Pending,
+            }
+            self.phase = Phase::Ready(true);
+        }
+        match self.phase {
+            Phase::Ready(true) => self.timer.poll(cx),
+            _ => Poll::Pending,
+        }
+    }
+
+    /// Right before a retry is sent: `Err(final)` if the deadline has passed meanwhile, in which case
+    /// the retry is not sent.
+    pub(crate) fn begin_retry<E>(
+        &mut self,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Result<(), Final<Res, E>> {
+        self.phase = Phase::Idle;
+        match self.retry.begin_retry() {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.at_deadline(record)),
+        }
+    }
+
+    /// The deadline passed while the inner service was getting ready: the retry is not sent.
+    pub(crate) fn deadline_before_sending<E>(
+        &mut self,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Final<Res, E> {
+        self.retry.abandon(StopReason::Deadline);
+        self.at_deadline(record)
+    }
+
+    /// The retry was due, but the held request refused to be copied for it (a [`Replay`] that broke its
+    /// contract): the call ends with the last response received, or an error that says so.
+    ///
+    /// [`Replay`]: crate::Replay
+    pub(crate) fn unsent<E>(&mut self, record: impl FnOnce(&mut Res, RetryInfo)) -> Final<Res, E> {
+        self.retry.abandon(StopReason::NotReplayable);
+        let info = self.retry.info();
+        match self.last.take() {
+            Some(mut response) => {
+                record(&mut response, info);
+                Ok(*response)
+            }
+            None => Err(Error::unsent(info)),
+        }
+    }
+
+    /// The inner service failed to become ready for a retry: its error ends the call. It says more
+    /// about what went wrong than the response that was being retried.
+    pub(crate) fn not_ready<E>(&mut self, error: E) -> Final<Res, E> {
+        self.retry.abandon(StopReason::NotReady);
+        Err(Error::from_inner(error, self.retry.info()))
+    }
+
+    /// The call's result after the deadline: the last response received, or an error that says so.
+    fn at_deadline<E>(&mut self, record: impl FnOnce(&mut Res, RetryInfo)) -> Final<Res, E> {
+        let info = self.retry.info();
+        match self.last.take() {
+            Some(mut response) => {
+                record(&mut response, info);
+                Ok(*response)
+            }
+            None => {
+                let max_elapsed = self.retry.policy().max_elapsed().unwrap_or(Duration::ZERO);
+                Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
+            }
+        }
+    }
+
+    /// The call's result when the retries stop on an attempt: its own result, or, for an attempt that
+    /// timed out, an error that says so.
+    fn end<E>(
+        &mut self,
+        result: Option<Result<Res, E>>,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Final<Res, E> {
+        self.last = None;
+        let info = self.retry.info();
+        match result {
+            Some(Ok(mut response)) => {
+                record(&mut response, info);
+                Ok(response)
+            }
+            Some(Err(error)) => Err(Error::from_inner(error, info)),
+            None => {
+                let timeout = self
+                    .retry
+                    .policy()
+                    .attempt_timeout()
+                    .unwrap_or(Duration::ZERO);
+                Err(Error::from_elapsed(Elapsed::attempt(timeout, info)))
+            }
+        }
+    }
+}

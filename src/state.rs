@@ -1,0 +1,521 @@
+//! The per-request state machine: turns each attempt's outcome into "retry after d" or "stop, because …".
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backoff::DelayState;
+use crate::budget::Withdrawal;
+use crate::classify::{Outcome, Reason};
+use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+
+/// Why a request's retries stopped; recorded in [`RetryInfo`].
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The last attempt succeeded.
+    Success,
+    /// The last attempt failed in a way a retry will not fix.
+    Fatal,
+    /// The server may have acted on a non-idempotent request without an `Idempotency-Key`.
+    NotIdempotent,
+    /// The request could not be copied for another attempt (a streaming body).
+    NotReplayable,
+    /// `max_retries` retries were made.
+    MaxRetries,
+    /// The deadline (`max_elapsed`) passed, or the next retry would have ended past it.
+    Deadline,
+    /// The retry budget is spent.
+    Budget,
+    /// The server's `Retry-After` is longer than `max_retry_after`.
+    RetryAfterTooLong,
+    /// The inner service failed to become ready for a retry; its `poll_ready` error is returned.
+    NotReady,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Success => "success",
+            Self::Fatal => "not retryable",
+            Self::NotIdempotent => "not idempotent",
+            Self::NotReplayable => "request cannot be replayed",
+            Self::MaxRetries => "max retries reached",
+            Self::Deadline => "deadline reached",
+            Self::Budget => "retry budget exhausted",
+            Self::RetryAfterTooLong => "retry-after exceeds max_retry_after",
+            Self::NotReady => "service not ready",
+        })
+    }
+}
+
+/// What the state machine answers for one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Sleep this long, then send the request again.
+    Retry(Duration),
+    /// Return the last attempt's result as it is.
+    Stop(StopReason),
+}
+
+/// What one attempt produced, as the state machine needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    outcome: Outcome,
+    idempotent: bool,
+    replayable: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Attempt {
+    /// An attempt with this classified outcome, of an idempotent, replayable request, without `Retry-After`.
+    pub const fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            idempotent: true,
+            replayable: true,
+            retry_after: None,
+        }
+    }
+
+    /// An attempt that ran past `attempt_timeout` and was dropped: a timeout, after which the server may
+    /// have acted.
+    pub(crate) const fn timed_out(idempotent: bool) -> Self {
+        Self::new(Outcome::RetryIfIdempotent(Reason::Timeout)).idempotent(idempotent)
+    }
+
+    /// Whether sending the request again is harmless (see
+    /// [`RequestView::is_idempotent`](crate::RequestView::is_idempotent)). Defaults to `true`.
+    pub const fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Whether the request can be sent again at all (a streaming body cannot). Defaults to `true`.
+    pub const fn replayable(mut self, replayable: bool) -> Self {
+        self.replayable = replayable;
+        self
+    }
+
+    /// How long the server asked the client to wait, from [`parse_retry_after`](crate::parse_retry_after).
+    /// Defaults to `None`.
+    pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    /// The classified outcome.
+    pub const fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// What happened to a request across its attempts.
+///
+/// The adapters insert it into the final response's extensions, and every error they return carries it
+/// ([`Error::info`](crate::Error::info)):
+///
+/// ```
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # use std::time::Duration;
+/// # use stagger::{Backoff, RetryLayer, RetryPolicy, StopReason};
+/// # use tower::{Layer, ServiceExt, service_fn};
+/// # let policy = RetryPolicy::builder()
+/// #     .backoff(Backoff::fixed(Duration::from_millis(10)))
+/// #     .build()
+/// #     .unwrap();
+/// # let calls = std::sync::atomic::AtomicU32::new(0);
+/// # let server = service_fn(|_: http::Request<()>| {
+/// #     let status = if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 { 503 } else { 200 };
+/// #     async move { Ok::<_, std::convert::Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
+/// # });
+/// # let response = RetryLayer::new(policy).layer(server).oneshot(http::Request::new(())).await.unwrap();
+/// // A 503, then a 200:
+/// let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+/// assert_eq!(info.attempts(), 2);
+/// assert_eq!(info.slept(), Duration::from_millis(10));
+/// assert_eq!(info.stop_reason(), Some(StopReason::Success));
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryInfo {
+    attempts: u32,
+    slept: Duration,
+    stop: Option<StopReason>,
+}
+
+impl RetryInfo {
+    /// Attempts made, the first included; an attempt cut short by the deadline counts.
+    pub const fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The retries made: `attempts() - 1`.
+    pub const fn retries(&self) -> u32 {
+        self.attempts.saturating_sub(1)
+    }
+
+    /// Time spent sleeping between attempts.
+    pub const fn slept(&self) -> Duration {
+        self.slept
+    }
+
+    /// Why the attempts stopped; `None` while they go on.
+    pub const fn stop_reason(&self) -> Option<StopReason> {
+        self.stop
+    }
+
+    /// No attempt made, stopped for `reason`.
+    pub(crate) const fn stopped_before_sending(reason: StopReason) -> Self {
+        Self {
+            attempts: 0,
+            slept: Duration::ZERO,
+            stop: Some(reason),
+        }
+    }
+}
+
+/// Which of the two time limits ends first for the attempt in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// `attempt_timeout`: the attempt is dropped and judged a timeout.
+    Attempt,
+    /// `max_elapsed`: the call ends.
+    Deadline,
+}
+
+/// The retries of one request: feed it each attempt's outcome and do what it says.
+///
+/// This is the one place where retry decisions are made; the tower layer, the reqwest middleware and
+/// [`retry`](crate::retry()) all drive it. A loop for any other kind of work looks like this:
+///
+/// ```
+/// use stagger::{Attempt, Decision, Outcome, Reason, RetryPolicy};
+///
+/// # async fn connect() -> Result<(), std::io::Error> { Ok(()) }
+/// # async fn run() -> Result<(), std::io::Error> {
+/// let policy = RetryPolicy::default();
+/// let mut state = policy.start();
+/// loop {
+///     let result = connect().await;
+///     let outcome = match &result {
+///         Ok(_) => Outcome::Success,
+///         Err(_) => Outcome::RetrySafe(Reason::Connect),
+///     };
+///     match state.decide(Attempt::new(outcome)) {
+///         Decision::Retry(delay) => tokio::time::sleep(delay).await,
+///         Decision::Stop(_) => return result,
+///     }
+///     if state.begin_retry().is_err() {
+///         return result; // the deadline passed during the sleep
+///     }
+/// }
+/// # }
+/// ```
+///
+/// Such a loop bounds the time *between* attempts; to bound each attempt too, wrap it in
+/// `tokio::time::timeout` with [`RetryPolicy::attempt_timeout`] — or use [`retry`](crate::retry()),
+/// which does both.
+pub struct RetryState {
+    policy: RetryPolicy,
+    /// The request's delays, from its first retry on. Boxed: on the heap of a request that retries, it
+    /// keeps the futures of every request small enough for the allocator's fastest size classes (the
+    /// reqwest-middleware future fits 1 KiB with it boxed, and does not without).
+    delays: Option<Box<DelayState>>,
+    /// When the deadline's clock started; `None` until first needed (see [`RetryPolicy::start`]).
+    started: Option<Instant>,
+    attempts: u32,
+    slept: Duration,
+    stop: Option<StopReason>,
+    /// A retry was allowed and its budget withdrawn, but it has not been sent yet: given back if the
+    /// state is dropped first.
+    withdrawn: Option<Withdrawal>,
+}
+
+impl Clone for RetryState {
+    /// A copy of the state so far. A pending budget withdrawal stays with the original, so that it is
+    /// given back at most once.
+    fn clone(&self) -> Self {
+        Self {
+            policy: self.policy.clone(),
+            delays: self.delays.clone(),
+            started: self.started,
+            attempts: self.attempts,
+            slept: self.slept,
+            stop: self.stop,
+            withdrawn: None,
+        }
+    }
+}
+
+impl Drop for RetryState {
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
+impl fmt::Debug for RetryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryState")
+            .field("attempts", &self.attempts)
+            .field("slept", &self.slept)
+            .field("stop", &self.stop)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RetryState {
+    /// A state whose deadline clock starts now, or, with `started: None`, when first needed.
+    pub(crate) fn new(policy: RetryPolicy, started: Option<Instant>) -> Self {
+        Self {
+            policy,
+            delays: None,
+            started,
+            attempts: 0,
+            slept: Duration::ZERO,
+            stop: None,
+            withdrawn: None,
+        }
+    }
+
+    /// The policy this state applies.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    /// Attempts decided so far.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Whether a retry could still follow the attempt about to be made, as far as the count and the
+    /// deadline tell before its outcome is known. When it is `false`, adapters send the request without
+    /// keeping a copy.
+    pub fn may_retry(&self) -> bool {
+        let s = &*self.policy.shared;
+        self.stop.is_none()
+            && self.attempts < s.max_retries
+            && self.remaining() != Some(Duration::ZERO)
+    }
+
+    /// What has happened so far.
+    pub fn info(&self) -> RetryInfo {
+        RetryInfo {
+            attempts: self.attempts,
+            slept: self.slept,
+            stop: self.stop,
+        }
+    }
+
+    /// Records one attempt and decides: retry after a delay, or stop.
+    ///
+    /// The checks run in this order, and the first that applies stops the retries: success, fatal,
+    /// `max_retries`, the deadline already passed, not replayable, not idempotent, `Retry-After` over
+    /// `max_retry_after`, the deadline reached by the end of the sleep, the budget. The limits that
+    /// [`may_retry`](Self::may_retry) foresees come before anything that depends on the request, and the
+    /// budget is asked last, so that a retry refused for another reason does not spend it.
+    ///
+    /// A retry that is allowed withdraws from the budget; if the state is dropped before the retry is
+    /// sent (the call was cancelled during the sleep, or [`begin_retry`](Self::begin_retry) found the
+    /// deadline passed), the withdrawal is given back.
+    pub fn decide(&mut self, attempt: Attempt) -> Decision {
+        // The retry decided last time was sent, since this is its outcome.
+        self.withdrawn = None;
+        self.attempts = self.attempts.saturating_add(1);
+        let decision = match self.stop_before_delay(&attempt) {
+            Some(reason) => Decision::Stop(reason),
+            None => self.delay(&attempt),
+        };
+        match decision {
+            Decision::Retry(delay) => {
+                self.slept = self.slept.saturating_add(delay);
+                let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
+                tracing::debug!(attempt = self.attempts, ?delay, %reason, "stagger: retrying");
+                if let Some(hook) = &self.policy.shared.on_retry {
+                    hook(&RetryEvent {
+                        attempt: self.attempts,
+                        delay,
+                        reason,
+                        retry_after: self.effective_retry_after(&attempt),
+                    });
+                }
+            }
+            Decision::Stop(reason) => self.stop(reason),
+        }
+        decision
+    }
+
+    /// Records the last attempt a request can have (it was sent without a copy) and says why the
+    /// retries stop: the same checks as [`decide`](Self::decide), with "not replayable" when nothing else
+    /// applies.
+    pub(crate) fn finish(&mut self, attempt: Attempt) -> StopReason {
+        self.withdrawn = None;
+        self.attempts = self.attempts.saturating_add(1);
+        let reason = self
+            .stop_before_delay(&attempt.replayable(false))
+            .unwrap_or(StopReason::NotReplayable);
+        self.stop(reason);
+        reason
+    }
+
+    /// Call right before sending a retry that [`decide`](Self::decide) allowed: checks the deadline
+    /// again, since the sleep or the inner service's readiness may have overrun it, and commits the
+    /// retry's budget withdrawal.
+    ///
+    /// `Err(StopReason::Deadline)` means the retry must not be sent: the call ends, and the withdrawal is
+    /// given back.
+    pub fn begin_retry(&mut self) -> Result<(), StopReason> {
+        if self.remaining() == Some(Duration::ZERO) {
+            self.abandon(StopReason::Deadline);
+            return Err(StopReason::Deadline);
+        }
+        self.withdrawn = None;
+        Ok(())
+    }
+
+    /// Ends the retries for `reason` with the retry that was decided unsent, giving back its withdrawal.
+    pub(crate) fn abandon(&mut self, reason: StopReason) {
+        self.give_back();
+        self.stop(reason);
+    }
+
+    fn give_back(&mut self) {
+        if let Some(withdrawal) = self.withdrawn.take()
+            && let Some(budget) = &self.policy.shared.budget
+        {
+            budget.refund(withdrawal);
+        }
+    }
+
+    /// The deadline passed while an attempt was in flight, which counts as made.
+    pub(crate) fn cut_by_deadline(&mut self) {
+        self.attempts = self.attempts.saturating_add(1);
+        self.stop(StopReason::Deadline);
+    }
+
+    /// When the attempt about to wait must end, and which limit that is: the earlier of `attempt_timeout`
+    /// from now and the deadline. Starts the deadline's clock if it has not started. `None` without
+    /// either limit (or with limits beyond what an `Instant` can hold).
+    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, Limit)> {
+        let s = &*self.policy.shared;
+        let attempt = s
+            .attempt_timeout
+            .and_then(|timeout| Instant::now().checked_add(timeout));
+        match (attempt, self.deadline()) {
+            (Some(attempt), Some(deadline)) if attempt < deadline => {
+                Some((attempt, Limit::Attempt))
+            }
+            (_, Some(deadline)) => Some((deadline, Limit::Deadline)),
+            (Some(attempt), None) => Some((attempt, Limit::Attempt)),
+            (None, None) => None,
+        }
+    }
+
+    /// When the deadline passes, starting its clock if it has not started.
+    pub(crate) fn deadline(&mut self) -> Option<Instant> {
+        let max = self.policy.shared.max_elapsed?;
+        self.started
+            .get_or_insert_with(Instant::now)
+            .checked_add(max)
+    }
+
+    fn stop(&mut self, reason: StopReason) {
+        self.stop = Some(reason);
+        if reason != StopReason::Success {
+            tracing::debug!(attempts = self.attempts, %reason, "stagger: giving up");
+        }
+    }
+
+    /// Time left before the deadline, if there is one and its clock has started.
+    fn remaining(&self) -> Option<Duration> {
+        let max = self.policy.shared.max_elapsed?;
+        let started = self.started?;
+        Some(max.saturating_sub(started.elapsed()))
+    }
+
+    fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
+        match self.policy.shared.retry_after {
+            RetryAfterMode::Ignore => None,
+            RetryAfterMode::Spread | RetryAfterMode::Strict => attempt.retry_after,
+        }
+    }
+
+    /// Every reason to stop that does not depend on the delay; `None` if a retry may follow.
+    fn stop_before_delay(&mut self, attempt: &Attempt) -> Option<StopReason> {
+        let s = &*self.policy.shared;
+        match attempt.outcome {
+            Outcome::Success => return Some(StopReason::Success),
+            Outcome::Fatal => return Some(StopReason::Fatal),
+            Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
+        }
+        if self.attempts > s.max_retries {
+            return Some(StopReason::MaxRetries);
+        }
+        if s.max_elapsed.is_some() && self.started.is_none() {
+            // An adapter starts the clock when an attempt first waits; one that never waited took no time.
+            self.started = Some(Instant::now());
+        }
+        if self.remaining() == Some(Duration::ZERO) {
+            return Some(StopReason::Deadline);
+        }
+        if !attempt.replayable {
+            return Some(StopReason::NotReplayable);
+        }
+        if s.idempotency
+            && !attempt.idempotent
+            && matches!(attempt.outcome, Outcome::RetryIfIdempotent(_))
+        {
+            return Some(StopReason::NotIdempotent);
+        }
+        if self
+            .effective_retry_after(attempt)
+            .is_some_and(|f| f > s.max_retry_after)
+        {
+            return Some(StopReason::RetryAfterTooLong);
+        }
+        None
+    }
+
+    /// The delay before the retry, or why there is none: the deadline or the budget.
+    fn delay(&mut self, attempt: &Attempt) -> Decision {
+        let s = &*self.policy.shared;
+        let floor = self.effective_retry_after(attempt);
+        let remaining = self.remaining();
+        // The generator is seeded at the first retry, so a request that succeeds at once pays nothing for it.
+        let delays = self
+            .delays
+            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
+        let backoff_delay = delays.next_delay(&s.backoff);
+        let delay = match (s.retry_after, floor) {
+            (_, None) | (RetryAfterMode::Ignore, _) => backoff_delay,
+            // `floor <= max_retry_after` was checked: the cap keeps the floor and bounds the backoff.
+            (RetryAfterMode::Strict, Some(floor)) => {
+                floor.max(backoff_delay).min(s.max_retry_after)
+            }
+            (RetryAfterMode::Spread, Some(floor)) => {
+                let ceiling = s.backoff.ceiling(self.attempts);
+                let mut window = ceiling.max(floor).min(s.max_retry_after - floor);
+                if let Some(remaining) = remaining {
+                    window = window.min(remaining.saturating_sub(floor));
+                }
+                floor + delays.uniform(window)
+            }
+        };
+        // A retry due at the deadline itself would have no time to run: it is not taken either.
+        if remaining.is_some_and(|remaining| delay >= remaining) {
+            return Decision::Stop(StopReason::Deadline);
+        }
+        if let Some(budget) = &s.budget {
+            match budget.withdraw() {
+                Some(withdrawal) => self.withdrawn = Some(withdrawal),
+                None => return Decision::Stop(StopReason::Budget),
+            }
+        }
+        Decision::Retry(delay)
+    }
+}
