@@ -64,6 +64,7 @@ impl<Res> Call<Res> {
         }
     }
 
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn retry(&self) -> &RetryState {
         &self.retry
     }
@@ -145,6 +146,7 @@ impl<Res> Call<Res> {
         ControlFlow::Continue(request)
     }
 
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The step after the last attempt a request can have (it was sent without a copy): always the end.
     pub(crate) fn conclude_last<E>(
         &mut self,
@@ -175,6 +177,7 @@ impl<Res> Call<Res> {
         Poll::Ready(())
     }
 
+    #[cfg(feature = "tower")]
     /// While the inner service gets ready for a retry: ready when the deadline passes (pending forever
     /// without one). The retry's decision left the deadline ahead; a slow `poll_ready` may overrun it.
     pub(crate) fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -204,6 +207,7 @@ impl<Res> Call<Res> {
         }
     }
 
+    #[cfg(feature = "tower")]
     /// The deadline passed while the inner service was getting ready: the retry is not sent.
     pub(crate) fn deadline_before_sending<E>(
         &mut self,
@@ -213,6 +217,7 @@ impl<Res> Call<Res> {
         self.at_deadline(record)
     }
 
+    #[cfg(feature = "tower")]
     /// The retry was due, but the held request refused to be copied for it (a [`Replay`] that broke its
     /// contract): the call ends with the last response received, or an error that says so.
     ///
@@ -229,6 +234,7 @@ impl<Res> Call<Res> {
         }
     }
 
+    #[cfg(feature = "tower")]
     /// The inner service failed to become ready for a retry: its error ends the call. It says more
     /// about what went wrong than the response that was being retried.
     pub(crate) fn not_ready<E>(&mut self, error: E) -> Final<Res, E> {

@@ -7,13 +7,14 @@ use http::Method;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::ops::ControlFlow;
 
-use crate::call::Attempted;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::call::{Call, Final};
+use crate::call::{Attempted, Call, Final};
 use crate::classify::{AsError, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
-use crate::state::{Attempt, RetryInfo, RetryState};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::state::RetryState;
+use crate::state::{Attempt, RetryInfo};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 #[derive(Debug)]

@@ -171,6 +171,7 @@ impl RetryInfo {
     }
 
     /// No attempt made, stopped for `reason`.
+    #[cfg(feature = "tower")]
     pub(crate) const fn stopped_before_sending(reason: StopReason) -> Self {
         Self {
             attempts: 0,
@@ -353,6 +354,7 @@ impl RetryState {
     /// Records the last attempt a request can have (it was sent without a copy) and says why the
     /// retries stop: the same checks as [`decide`](Self::decide), with "not replayable" when nothing else
     /// applies.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn finish(&mut self, attempt: Attempt) -> StopReason {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use stagger::{Backoff, RetryPolicy, StopReason};
+use stagger::{Backoff, RetryPolicy};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -67,7 +67,10 @@ fn took(elapsed: Duration, at_least: Duration, under: Duration) {
     );
 }
 
-#[cfg(feature = "reqwest")]
+#[cfg(any(
+    feature = "reqwest-middleware",
+    all(feature = "tower", any(feature = "reqwest", feature = "hyper-util"))
+))]
 mod wiremock_servers {
     use wiremock::matchers::any;
     use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -254,7 +257,7 @@ mod middleware {
 
 #[cfg(all(feature = "tower", feature = "reqwest"))]
 mod layer_over_reqwest {
-    use stagger::{RetryInfo, RetryLayer};
+    use stagger::{RetryInfo, RetryLayer, StopReason};
     use tower::{ServiceBuilder, ServiceExt};
 
     use super::wiremock_servers::{first_answer_late, hits, slow_503};
@@ -358,7 +361,7 @@ mod layer_over_hyper_util {
     use hyper_util::client::legacy::Client;
     use hyper_util::client::legacy::connect::HttpConnector;
     use hyper_util::rt::TokioExecutor;
-    use stagger::{RetryInfo, RetryLayer};
+    use stagger::{RetryInfo, RetryLayer, StopReason};
     use tower::{ServiceBuilder, ServiceExt};
 
     use super::wiremock_servers::{first_answer_late, hits, slow_503};
