@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::middleware::{chain, forward, reqwest_request, time_reqwest};
-use common::{Ok200, RetryServerErrors, clone_http, http_request, time_copies, time_tower};
+use common::{
+    Ok200, Ok200Later, RetryServerErrors, clone_http, http_request, time_copies, time_tower,
+};
 use http::{Request, Response};
 use reqwest_middleware::{ClientWithMiddleware, Middleware};
 use reqwest_retry::RetryTransientMiddleware;
@@ -43,6 +45,15 @@ const CALLGRIND_REQUESTS: usize = 10_000;
 fn no_budget() -> RetryPolicy {
     RetryPolicy::builder()
         .no_budget()
+        .build()
+        .expect("a valid policy")
+}
+
+/// The default policy without its deadline and attempt timeout.
+fn no_timers() -> RetryPolicy {
+    RetryPolicy::builder()
+        .no_max_elapsed()
+        .no_attempt_timeout()
         .build()
         .expect("a valid policy")
 }
@@ -113,6 +124,15 @@ fn variants() -> Vec<(&'static str, Variant)> {
         (
             "tower/stagger_conn",
             tower_variant(RetryLayer::new(RetryPolicy::default()).layer(conn)),
+        ),
+        ("tower/bare_later", tower_variant(Ok200Later)),
+        (
+            "tower/stagger_later",
+            tower_variant(RetryLayer::new(RetryPolicy::default()).layer(Ok200Later)),
+        ),
+        (
+            "tower/stagger_later_no_timers",
+            tower_variant(RetryLayer::new(no_timers()).layer(Ok200Later)),
         ),
         ("reqwest/build", build_variant(reqwest_request)),
         (

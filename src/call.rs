@@ -72,6 +72,7 @@ impl<Res> Call<Res> {
     /// Polls the attempt in flight. Its time limit — the earlier of `attempt_timeout` and the deadline —
     /// is set only when it first has to wait: an attempt answered at its first poll costs no timer and no
     /// clock read.
+    #[inline]
     pub(crate) fn poll_attempt<F: Future + ?Sized>(
         &mut self,
         attempt: Pin<&mut F>,
@@ -111,6 +112,7 @@ impl<Res> Call<Res> {
     /// A failed result is dropped before the pause (so that its connection goes back to the pool, or is
     /// closed, now rather than after it), unless it is a response kept for the deadline. If `next` cannot
     /// copy the request, the result is returned as it is, stopped as not replayable.
+    #[inline]
     pub(crate) fn conclude<E, N>(
         &mut self,
         attempt: Attempt,
@@ -148,6 +150,7 @@ impl<Res> Call<Res> {
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The step after the last attempt a request can have (it was sent without a copy): always the end.
+    #[inline]
     pub(crate) fn conclude_last<E>(
         &mut self,
         attempt: Attempt,
@@ -259,6 +262,7 @@ impl<Res> Call<Res> {
 
     /// The call's result when the retries stop on an attempt: its own result, or, for an attempt that
     /// timed out, an error that says so.
+    #[inline]
     fn end<E>(
         &mut self,
         result: Option<Result<Res, E>>,

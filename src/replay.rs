@@ -215,6 +215,7 @@ where
 /// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
 /// (retried if it is idempotent).
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[inline]
 pub(crate) fn judge_attempt<Req, Res, E, R>(
     replay: &R,
     policy: &RetryPolicy,
@@ -295,6 +296,7 @@ impl<Req, K> Held<Req, K> {
 /// retry, or a promise to make it after the pause — or end with the call's result, its [`RetryInfo`]
 /// recorded. `next` is told whether a retry may follow the attempt it is for.
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[inline]
 pub(crate) fn step<Req, Res, E, R, N>(
     answered: Attempted<Result<Res, E>>,
     call: &mut Call<Res>,
