@@ -26,11 +26,59 @@
 //! |---|---|
 //! | backoff | exponential from 100 ms, base 2, `max_delay` 20 s, full jitter |
 //! | `max_retries` | 3 |
-//! | `max_elapsed` | none |
+//! | `max_elapsed`: one deadline for the whole call, attempts and sleeps included | 30 s |
+//! | `attempt_timeout`: each attempt, to the response's head | 10 s |
 //! | `Retry-After` | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
+//!
+//! The two time limits are what protects a caller who sets nothing: reqwest's client has no timeout by
+//! default, and a server that accepts a connection and never answers would hold every call forever.
+//! They are the values of Microsoft's standard resilience handler for `HttpClient` (30 s in all, 10 s
+//! per attempt), the closest peer that ships a default for both; Envoy's route timeout, 15 s for the
+//! whole request retries included, is of the same order, while reqwest, reqwest-retry and
+//! `tower::retry` have none. 10 s bounds the wait for a response's head, not the body: a long download
+//! is not cut, an endpoint that holds its headers longer (long polling) needs its own setting.
+//!
+//! # What a call ends with
+//!
+//! | the retries stop | the call ends with |
+//! |---|---|
+//! | on a response | `Ok(response)`, intact, with [`RetryInfo`] in its extensions |
+//! | when the deadline passes, after a response was received | that response, `Ok`, [`StopReason::Deadline`] in its [`RetryInfo`] |
+//! | on an error | the error: in [`Error`] from the tower layer and [`retry()`], as it came (`Error::Reqwest`) from [`RetryMiddleware`] |
+//! | when the deadline passes with no response, or on an attempt that timed out | an [`Error`] whose `is_deadline()` or `is_attempt_timeout()` is true ([`Elapsed`] in `Error::Middleware` from [`RetryMiddleware`]) |
+//!
+//! Every outcome says what the retries did: the attempts made, the time slept and why they stopped.
+//! For a failure, that is the line worth logging:
+//!
+//! ```
+//! # #[cfg(feature = "tower")]
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use stagger::{Backoff, RetryLayer, RetryPolicy};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! let service = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(
+//!         RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_millis(10))).build().unwrap(),
+//!     ))
+//!     .service_fn(|_: http::Request<()>| async {
+//!         Err::<http::Response<()>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+//!     });
+//!
+//! let error = service.oneshot(http::Request::new(())).await.unwrap_err();
+//! let info = error.info();
+//! assert_eq!(error.to_string(), "gave up after 4 attempts (max retries reached)");
+//! assert_eq!((info.attempts(), info.slept()), (4, Duration::from_millis(30)));
+//! // The inner error, its type intact:
+//! assert_eq!(error.inner().unwrap().kind(), std::io::ErrorKind::ConnectionRefused);
+//! # }
+//! # #[cfg(not(feature = "tower"))]
+//! # fn main() {}
+//! ```
 //!
 //! # Why a retry budget, and not just `max_retries`
 //!
@@ -96,6 +144,12 @@ pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]
 pub use crate::tower::RetryLayer;
 
-#[cfg(doctest)]
+/// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.
+#[cfg(all(
+    doctest,
+    feature = "reqwest-middleware",
+    feature = "tower",
+    feature = "reqwest"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
