@@ -25,7 +25,8 @@ use common::{
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{Request, Response, StatusCode};
-use stagger::{RetryLayer, RetryPolicy, classify_status};
+use stagger::classify::classify_status;
+use stagger::{RetryLayer, RetryPolicy};
 use tokio::runtime::Runtime;
 use tower::retry::budget::{Budget as _, TpsBudget};
 use tower::{Layer, Service};

@@ -224,7 +224,7 @@ impl<Res> Call<Res> {
     /// The retry was due, but the held request refused to be copied for it (a [`Replay`] that broke its
     /// contract): the call ends with the last response received, or an error that says so.
     ///
-    /// [`Replay`]: crate::Replay
+    /// [`Replay`]: crate::adapter::Replay
     pub(crate) fn unsent<E>(&mut self, record: impl FnOnce(&mut Res, RetryInfo)) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable);
         let info = self.retry.info();

@@ -208,7 +208,7 @@ pub enum AttemptResult<'a> {
 ///
 /// ```
 /// use http::StatusCode;
-/// use stagger::{AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason, RequestView};
+/// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason, RequestView};
 ///
 /// // Also retry 409 Conflict, which this service uses for "try again".
 /// let classify = |req: &RequestView<'_>, result: &AttemptResult<'_>| match result {

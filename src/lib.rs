@@ -6,7 +6,7 @@
 //! same one, respects **idempotency**, and bounds the extra load with **`max_retries`, one deadline and a
 //! retry budget**.
 //!
-//! One I/O-free engine decides — [`RetryPolicy`] and its per-request [`RetryState`] — and thin adapters
+//! One I/O-free engine decides — [`RetryPolicy`] and its per-request [`RetryState`](adapter::RetryState) — and thin adapters
 //! sleep and send:
 //!
 //! - [`RetryLayer`], a `tower::Layer` for `reqwest::Client`, hyper-util's client and any `tower::Service`
@@ -109,7 +109,7 @@
 mod backoff;
 mod budget;
 mod call;
-mod classify;
+pub mod classify;
 mod error;
 mod http;
 mod http_date;
@@ -127,22 +127,32 @@ mod reqwest;
 pub mod tower;
 
 pub use crate::backoff::{Backoff, Delays, Jitter};
-pub use crate::classify::{
-    AsError, AttemptResult, ClassifyHttp, DefaultClassifier, IDEMPOTENCY_KEY, Outcome, Reason,
-    RequestView, classify_error, classify_status,
-};
+pub use crate::classify::{Outcome, Reason};
 pub use crate::error::{ConfigError, Elapsed, Error};
-pub use crate::http::HttpResponse;
 pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, RetryPolicyBuilder};
-pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
-pub use crate::state::{Attempt, Decision, RetryInfo, RetryState, StopReason};
+pub use crate::state::{RetryInfo, StopReason};
 
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]
 pub use crate::tower::RetryLayer;
+
+pub mod adapter {
+    //! The engine's moving parts, for writing an adapter of your own: the per-request state machine
+    //! ([`RetryState`], fed [`Attempt`]s, answering [`Decision`]s) and the traits through which the
+    //! tower layer and the middleware copy and judge requests ([`Replay`], [`HttpResponse`],
+    //! [`AsError`]).
+    //!
+    //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`](crate::RetryMiddleware) or
+    //! [`retry`](crate::retry()) needs none of it, but for one thing: an error type of one's own that
+    //! the layer should classify implements [`AsError`].
+    pub use crate::classify::AsError;
+    pub use crate::http::HttpResponse;
+    pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
+    pub use crate::state::{Attempt, Decision, RetryState};
+}
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.
 #[cfg(all(

@@ -70,7 +70,7 @@ pub trait Replay<Req, Res, E> {
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
-/// [`ClassifyHttp`](crate::ClassifyHttp).
+/// [`ClassifyHttp`](crate::classify::ClassifyHttp).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpReplay;
 

@@ -86,7 +86,7 @@ impl Attempt {
     }
 
     /// Whether sending the request again is harmless (see
-    /// [`RequestView::is_idempotent`](crate::RequestView::is_idempotent)). Defaults to `true`.
+    /// [`RequestView::is_idempotent`](crate::classify::RequestView::is_idempotent)). Defaults to `true`.
     pub const fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self
@@ -196,7 +196,8 @@ pub(crate) enum Limit {
 /// [`retry`](crate::retry()) all drive it. A loop for any other kind of work looks like this:
 ///
 /// ```
-/// use stagger::{Attempt, Decision, Outcome, Reason, RetryPolicy};
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy};
 ///
 /// # async fn connect() -> Result<(), std::io::Error> { Ok(()) }
 /// # async fn run() -> Result<(), std::io::Error> {

@@ -9,9 +9,9 @@ use http::StatusCode;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use stagger::adapter::{Attempt, Decision};
 use stagger::{
-    Attempt, Backoff, ConfigError, Decision, Jitter, Outcome, Reason, RetryAfterMode, RetryPolicy,
-    StopReason,
+    Backoff, ConfigError, Jitter, Outcome, Reason, RetryAfterMode, RetryPolicy, StopReason,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -811,7 +811,7 @@ async fn retry_returns_the_last_error_when_the_policy_gives_up() {
         },
         |result| match result {
             Ok(_) => Outcome::Success,
-            Err(e) => stagger::classify_error(e),
+            Err(e) => stagger::classify::classify_error(e),
         },
     )
     .await;

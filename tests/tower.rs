@@ -12,9 +12,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
+use stagger::adapter::{AsError, Attempt, Replay, Sent};
 use stagger::{
-    AsError, Attempt, Backoff, Jitter, Replay, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer,
-    RetryPolicy, RetryPolicyBuilder, Sent, StopReason,
+    Backoff, Jitter, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
+    RetryPolicyBuilder, StopReason,
 };
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
@@ -1226,7 +1227,7 @@ impl Replay<Req, Res, Infallible> for BrokenReplay {
             Ok(response) => response.status(),
             Err(never) => match *never {},
         };
-        Attempt::new(stagger::classify_status(status)).replayable(true)
+        Attempt::new(stagger::classify::classify_status(status)).replayable(true)
     }
 
     fn is_idempotent(&self, _: Sent<'_, Req, ()>) -> bool {
