@@ -11,7 +11,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use crate::classify::RequestView;
 use crate::error::{Elapsed, Error};
+use crate::replay::Source;
 use crate::state::{Attempt, Decision, Limit, RetryInfo, RetryState, StopReason};
 use crate::timer::{Timer, after, poll_zero_delay};
 
@@ -105,9 +107,10 @@ impl<Res> Call<Res> {
     }
 
     /// The step after an attempt of a request whose copy is held: `Continue(request)`, the next attempt's
-    /// request from `next`, after the pause that [`poll_pause`](Self::poll_pause) waits out, or
-    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it by `record`. `next` is told
-    /// whether a retry may follow the attempt it makes the request for.
+    /// request from `source`, after the pause that [`poll_pause`](Self::poll_pause) waits out, or
+    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it by `record`. The `source`
+    /// gives the attempt's request, for the events logged, and the next one, told whether a retry may
+    /// follow it.
     ///
     /// A failed result is dropped before the pause (so that its connection goes back to the pool, or is
     /// closed, now rather than after it), unless it is a response kept for the deadline. If `next` cannot
@@ -117,23 +120,27 @@ impl<Res> Call<Res> {
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
-        next: impl FnOnce(bool) -> Option<N>,
+        source: &mut impl Source<N>,
         record: impl FnOnce(&mut Res, RetryInfo),
     ) -> ControlFlow<Final<Res, E>, N> {
         let result = match answered {
             Attempted::Answered(result) => Some(result),
             Attempted::TimedOut => None,
             Attempted::Deadline => {
-                self.retry.cut_by_deadline();
+                self.retry.cut_by_deadline(source.view().as_ref());
                 return ControlFlow::Break(self.at_deadline(record));
             }
         };
-        let delay = match self.retry.decide(attempt.replayable(true)) {
+        let decision = self
+            .retry
+            .decide_for(attempt.replayable(true), source.view().as_ref());
+        let delay = match decision {
             Decision::Retry(delay) => delay,
             Decision::Stop(_) => return ControlFlow::Break(self.end(result, record)),
         };
-        let Some(request) = next(self.retry.may_retry()) else {
-            self.retry.abandon(StopReason::NotReplayable);
+        let Some(next) = source.next(self.retry.may_retry()) else {
+            self.retry
+                .abandon(StopReason::NotReplayable, source.view().as_ref());
             return ControlFlow::Break(self.end(result, record));
         };
         if let Some(Ok(response)) = result
@@ -145,7 +152,7 @@ impl<Res> Call<Res> {
         if !delay.is_zero() {
             self.timer.set(after(delay));
         }
-        ControlFlow::Continue(request)
+        ControlFlow::Continue(next)
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -155,17 +162,18 @@ impl<Res> Call<Res> {
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
+        request: Option<&RequestView<'_>>,
         record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Final<Res, E> {
         let result = match answered {
             Attempted::Answered(result) => Some(result),
             Attempted::TimedOut => None,
             Attempted::Deadline => {
-                self.retry.cut_by_deadline();
+                self.retry.cut_by_deadline(request);
                 return self.at_deadline(record);
             }
         };
-        self.retry.finish(attempt);
+        self.retry.finish(attempt, request);
         self.end(result, record)
     }
 
@@ -201,10 +209,11 @@ impl<Res> Call<Res> {
     /// the retry is not sent.
     pub(crate) fn begin_retry<E>(
         &mut self,
+        request: Option<&RequestView<'_>>,
         record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Result<(), Final<Res, E>> {
         self.phase = Phase::Idle;
-        match self.retry.begin_retry() {
+        match self.retry.begin_retry_for(request) {
             Ok(()) => Ok(()),
             Err(_) => Err(self.at_deadline(record)),
         }
@@ -214,9 +223,10 @@ impl<Res> Call<Res> {
     /// The deadline passed while the inner service was getting ready: the retry is not sent.
     pub(crate) fn deadline_before_sending<E>(
         &mut self,
+        request: Option<&RequestView<'_>>,
         record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Final<Res, E> {
-        self.retry.abandon(StopReason::Deadline);
+        self.retry.abandon(StopReason::Deadline, request);
         self.at_deadline(record)
     }
 
@@ -225,8 +235,12 @@ impl<Res> Call<Res> {
     /// contract): the call ends with the last response received, or an error that says so.
     ///
     /// [`Replay`]: crate::adapter::Replay
-    pub(crate) fn unsent<E>(&mut self, record: impl FnOnce(&mut Res, RetryInfo)) -> Final<Res, E> {
-        self.retry.abandon(StopReason::NotReplayable);
+    pub(crate) fn unsent<E>(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Final<Res, E> {
+        self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
         match self.last.take() {
             Some(mut response) => {
@@ -240,8 +254,12 @@ impl<Res> Call<Res> {
     #[cfg(feature = "tower")]
     /// The inner service failed to become ready for a retry: its error ends the call. It says more
     /// about what went wrong than the response that was being retried.
-    pub(crate) fn not_ready<E>(&mut self, error: E) -> Final<Res, E> {
-        self.retry.abandon(StopReason::NotReady);
+    pub(crate) fn not_ready<E>(
+        &mut self,
+        error: E,
+        request: Option<&RequestView<'_>>,
+    ) -> Final<Res, E> {
+        self.retry.abandon(StopReason::NotReady, request);
         Err(Error::from_inner(error, self.retry.info()))
     }
 

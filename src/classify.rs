@@ -80,7 +80,7 @@ impl fmt::Display for Reason {
 /// The parts of a request a classifier may look at: its method, where it goes, and its headers.
 ///
 /// After the last attempt a request can have, the adapters no longer hold it (no copy is kept for an
-/// attempt that can never be retried): the view then has the method but no target and no headers, and
+/// attempt that can never be retried): the view then has the method and the target but no headers, and
 /// the classification only decides what [`RetryInfo`](crate::RetryInfo) reports.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestView<'a> {
@@ -94,7 +94,6 @@ enum Target<'a> {
     Uri(&'a Uri),
     #[cfg(feature = "reqwest")]
     Url(&'a reqwest::Url),
-    Unknown,
 }
 
 impl<'a> RequestView<'a> {
@@ -117,11 +116,22 @@ impl<'a> RequestView<'a> {
         }
     }
 
-    /// A view of a request that is no longer at hand: its method only.
-    pub(crate) const fn method_only(method: &'a Method) -> Self {
+    /// A view of a request sent without a copy: its method and target, kept for judging and logging,
+    /// but not its headers.
+    pub(crate) const fn without_headers(method: &'a Method, uri: &'a Uri) -> Self {
         Self {
             method,
-            target: Target::Unknown,
+            target: Target::Uri(uri),
+            headers: None,
+        }
+    }
+
+    /// [`without_headers`](Self::without_headers) for a `reqwest` request.
+    #[cfg(feature = "reqwest")]
+    pub(crate) const fn reqwest_without_headers(method: &'a Method, url: &'a reqwest::Url) -> Self {
+        Self {
+            method,
+            target: Target::Url(url),
             headers: None,
         }
     }
@@ -137,7 +147,6 @@ impl<'a> RequestView<'a> {
             Target::Uri(uri) => Some(uri.path()),
             #[cfg(feature = "reqwest")]
             Target::Url(url) => Some(url.path()),
-            Target::Unknown => None,
         }
     }
 
@@ -147,7 +156,6 @@ impl<'a> RequestView<'a> {
             Target::Uri(uri) => uri.host(),
             #[cfg(feature = "reqwest")]
             Target::Url(url) => url.host_str(),
-            Target::Unknown => None,
         }
     }
 
@@ -179,7 +187,6 @@ impl fmt::Display for RequestView<'_> {
             Target::Uri(uri) => write!(f, "{} {uri}", self.method),
             #[cfg(feature = "reqwest")]
             Target::Url(url) => write!(f, "{} {url}", self.method),
-            Target::Unknown => write!(f, "{}", self.method),
         }
     }
 }

@@ -113,6 +113,7 @@ pub mod classify;
 mod error;
 mod http;
 mod http_date;
+mod log;
 mod policy;
 mod replay;
 mod retry;

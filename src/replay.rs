@@ -2,8 +2,10 @@
 
 use std::fmt;
 
-use http::Method;
+use http::{Method, Uri};
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::marker::PhantomData;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::ops::ControlFlow;
 
@@ -60,9 +62,10 @@ pub trait Replay<Req, Res, E> {
         result: &Result<Res, E>,
     ) -> Attempt;
 
-    /// Whether sending `request` twice has the effect of sending it once; asked for an attempt that
-    /// timed out, which is retried only if it is.
-    fn is_idempotent(&self, request: Sent<'_, Req, Self::Kept>) -> bool;
+    /// The HTTP view of `request`, if it is an HTTP request: whether it is idempotent decides whether
+    /// an attempt that timed out is retried (one without a view is retried), and its method, host and
+    /// path go into the `tracing` events of the call.
+    fn view<'a>(&self, request: Sent<'a, Req, Self::Kept>) -> Option<RequestView<'a>>;
 
     /// Records what happened in the response the call ends with (for HTTP, in its extensions).
     fn record(&self, response: &mut Res, info: RetryInfo);
@@ -80,7 +83,7 @@ where
     Res: HttpResponse,
     E: AsError,
 {
-    type Kept = Method;
+    type Kept = (Method, Uri);
 
     fn clone_request(&self, request: &http::Request<B>) -> Option<http::Request<B>> {
         // `http::Request` is not `Clone` because its extensions are not; the extensions a client reads
@@ -94,21 +97,24 @@ where
         Some(copy)
     }
 
-    fn keep(&self, request: &http::Request<B>) -> Method {
-        request.method().clone()
+    fn keep(&self, request: &http::Request<B>) -> (Method, Uri) {
+        (request.method().clone(), request.uri().clone())
     }
 
     fn attempt(
         &self,
         policy: &RetryPolicy,
-        request: Sent<'_, http::Request<B>, Method>,
+        request: Sent<'_, http::Request<B>, (Method, Uri)>,
         result: &Result<Res, E>,
     ) -> Attempt {
         judge(policy, &http_view(request), result)
     }
 
-    fn is_idempotent(&self, request: Sent<'_, http::Request<B>, Method>) -> bool {
-        http_view(request).is_idempotent()
+    fn view<'a>(
+        &self,
+        request: Sent<'a, http::Request<B>, (Method, Uri)>,
+    ) -> Option<RequestView<'a>> {
+        Some(http_view(request))
     }
 
     fn record(&self, response: &mut Res, info: RetryInfo) {
@@ -118,27 +124,30 @@ where
 
 #[cfg(feature = "reqwest")]
 impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
-    type Kept = Method;
+    type Kept = (Method, reqwest::Url);
 
     fn clone_request(&self, request: &reqwest::Request) -> Option<reqwest::Request> {
         request.try_clone()
     }
 
-    fn keep(&self, request: &reqwest::Request) -> Method {
-        request.method().clone()
+    fn keep(&self, request: &reqwest::Request) -> (Method, reqwest::Url) {
+        (request.method().clone(), request.url().clone())
     }
 
     fn attempt(
         &self,
         policy: &RetryPolicy,
-        request: Sent<'_, reqwest::Request, Method>,
+        request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
         result: &Result<reqwest::Response, E>,
     ) -> Attempt {
         judge(policy, &reqwest_view(request), result)
     }
 
-    fn is_idempotent(&self, request: Sent<'_, reqwest::Request, Method>) -> bool {
-        reqwest_view(request).is_idempotent()
+    fn view<'a>(
+        &self,
+        request: Sent<'a, reqwest::Request, (Method, reqwest::Url)>,
+    ) -> Option<RequestView<'a>> {
+        Some(reqwest_view(request))
     }
 
     fn record(&self, response: &mut reqwest::Response, info: RetryInfo) {
@@ -146,18 +155,18 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
     }
 }
 
-fn http_view<B>(request: Sent<'_, http::Request<B>, Method>) -> RequestView<'_> {
+fn http_view<B>(request: Sent<'_, http::Request<B>, (Method, Uri)>) -> RequestView<'_> {
     match request {
         Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
-        Sent::Kept(method) => RequestView::method_only(method),
+        Sent::Kept((method, uri)) => RequestView::without_headers(method, uri),
     }
 }
 
 #[cfg(feature = "reqwest")]
-fn reqwest_view(request: Sent<'_, reqwest::Request, Method>) -> RequestView<'_> {
+fn reqwest_view(request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>) -> RequestView<'_> {
     match request {
         Sent::Copy(r) => RequestView::from_reqwest(r),
-        Sent::Kept(method) => RequestView::method_only(method),
+        Sent::Kept((method, url)) => RequestView::reqwest_without_headers(method, url),
     }
 }
 
@@ -205,8 +214,8 @@ where
         Attempt::new((self.classify)(result))
     }
 
-    fn is_idempotent(&self, _request: Sent<'_, Req, ()>) -> bool {
-        true
+    fn view<'a>(&self, _request: Sent<'a, Req, ()>) -> Option<RequestView<'a>> {
+        None
     }
 
     fn record(&self, _response: &mut Res, _info: RetryInfo) {}
@@ -227,7 +236,9 @@ where
 {
     match answered {
         Attempted::Answered(result) => replay.attempt(policy, sent, result),
-        Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(replay.is_idempotent(sent)),
+        Attempted::TimedOut | Attempted::Deadline => {
+            Attempt::timed_out(replay.view(sent).is_none_or(|view| view.is_idempotent()))
+        }
     }
 }
 
@@ -302,7 +313,7 @@ pub(crate) fn step<Req, Res, E, R, N>(
     call: &mut Call<Res>,
     replay: &R,
     held: &mut Held<Req, R::Kept>,
-    next: impl FnOnce(&mut Held<Req, R::Kept>, bool) -> Option<N>,
+    next: impl FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
 ) -> ControlFlow<Final<Res, E>, N>
 where
     R: Replay<Req, Res, E>,
@@ -310,7 +321,57 @@ where
     let attempt = judge_attempt(replay, call.retry().policy(), held.sent(), &answered);
     let record = |response: &mut Res, info| replay.record(response, info);
     if matches!(held, Held::Kept(_)) {
-        return ControlFlow::Break(call.conclude_last(attempt, answered, record));
+        let view = replay.view(held.sent());
+        return ControlFlow::Break(call.conclude_last(attempt, answered, view.as_ref(), record));
     }
-    call.conclude(attempt, answered, |again| next(held, again), record)
+    let mut source = HeldSource {
+        held,
+        replay,
+        next,
+        judged: PhantomData,
+    };
+    call.conclude(attempt, answered, &mut source, record)
+}
+
+/// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
+/// the request for the retry.
+pub(crate) trait Source<N> {
+    /// The attempt's request as an HTTP request, if it is one.
+    fn view(&self) -> Option<RequestView<'_>>;
+    /// The request for the retry; `again` says whether another retry may follow it.
+    fn next(&mut self, again: bool) -> Option<N>;
+}
+
+/// `stagger::retry`'s operation: no request to log, and a retry is always possible.
+impl Source<()> for () {
+    fn view(&self) -> Option<RequestView<'_>> {
+        None
+    }
+
+    fn next(&mut self, _again: bool) -> Option<()> {
+        Some(())
+    }
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+struct HeldSource<'h, Req, K, R, F, Res, E> {
+    held: &'h mut Held<Req, K>,
+    replay: &'h R,
+    next: F,
+    judged: PhantomData<fn(Res, E)>,
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+impl<Req, Res, E, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F, Res, E>
+where
+    R: Replay<Req, Res, E>,
+    F: FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
+{
+    fn view(&self) -> Option<RequestView<'_>> {
+        self.replay.view(self.held.sent())
+    }
+
+    fn next(&mut self, again: bool) -> Option<N> {
+        (self.next)(self.held, again)
+    }
 }

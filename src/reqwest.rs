@@ -162,7 +162,11 @@ impl RetryMiddleware {
                     ControlFlow::Break(result) => break result,
                 };
                 poll_fn(|cx| call.poll_pause(cx)).await;
-                if let Err(result) = call.begin_retry(record) {
+                let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
+                    &HttpReplay,
+                    held.sent(),
+                );
+                if let Err(result) = call.begin_retry(view.as_ref(), record) {
                     break result;
                 }
             }

@@ -73,14 +73,12 @@ where
                 Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(true),
             };
             // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) =
-                call.conclude(judged, answered, |_| Some(()), ignore)
-            {
+            if let ControlFlow::Break(result) = call.conclude(judged, answered, &mut (), ignore) {
                 return result;
             }
         }
         poll_fn(|cx| call.poll_pause(cx)).await;
-        if let Err(result) = call.begin_retry(ignore) {
+        if let Err(result) = call.begin_retry(None, ignore) {
             return result;
         }
     }

@@ -7,7 +7,8 @@ use tokio::time::Instant;
 
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
-use crate::classify::{Outcome, Reason};
+use crate::classify::{Outcome, Reason, RequestView};
+use crate::log;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
@@ -326,6 +327,16 @@ impl RetryState {
     /// sent (the call was cancelled during the sleep, or [`begin_retry`](Self::begin_retry) found the
     /// deadline passed), the withdrawal is given back.
     pub fn decide(&mut self, attempt: Attempt) -> Decision {
+        self.decide_for(attempt, None)
+    }
+
+    /// [`decide`](Self::decide) for an attempt of `request`, whose method, host and path go into the
+    /// `tracing` events.
+    pub(crate) fn decide_for(
+        &mut self,
+        attempt: Attempt,
+        request: Option<&RequestView<'_>>,
+    ) -> Decision {
         // The retry decided last time was sent, since this is its outcome.
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
@@ -337,17 +348,18 @@ impl RetryState {
             Decision::Retry(delay) => {
                 self.slept = self.slept.saturating_add(delay);
                 let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
-                tracing::debug!(attempt = self.attempts, ?delay, %reason, "stagger: retrying");
+                let retry_after = self.effective_retry_after(&attempt);
+                log::retrying(request, self.attempts, delay, reason, retry_after.is_some());
                 if let Some(hook) = &self.policy.shared.on_retry {
                     hook(&RetryEvent {
                         attempt: self.attempts,
                         delay,
                         reason,
-                        retry_after: self.effective_retry_after(&attempt),
+                        retry_after,
                     });
                 }
             }
-            Decision::Stop(reason) => self.stop(reason),
+            Decision::Stop(reason) => self.stop(reason, attempt.outcome.reason(), request),
         }
         decision
     }
@@ -356,13 +368,17 @@ impl RetryState {
     /// retries stop: the same checks as [`decide`](Self::decide), with "not replayable" when nothing else
     /// applies.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn finish(&mut self, attempt: Attempt) -> StopReason {
+    pub(crate) fn finish(
+        &mut self,
+        attempt: Attempt,
+        request: Option<&RequestView<'_>>,
+    ) -> StopReason {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
-        self.stop(reason);
+        self.stop(reason, attempt.outcome.reason(), request);
         reason
     }
 
@@ -373,8 +389,16 @@ impl RetryState {
     /// `Err(StopReason::Deadline)` means the retry must not be sent: the call ends, and the withdrawal is
     /// given back.
     pub fn begin_retry(&mut self) -> Result<(), StopReason> {
+        self.begin_retry_for(None)
+    }
+
+    /// [`begin_retry`](Self::begin_retry) for a retry of `request`, for the `tracing` events.
+    pub(crate) fn begin_retry_for(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+    ) -> Result<(), StopReason> {
         if self.remaining() == Some(Duration::ZERO) {
-            self.abandon(StopReason::Deadline);
+            self.abandon(StopReason::Deadline, request);
             return Err(StopReason::Deadline);
         }
         self.withdrawn = None;
@@ -382,9 +406,10 @@ impl RetryState {
     }
 
     /// Ends the retries for `reason` with the retry that was decided unsent, giving back its withdrawal.
-    pub(crate) fn abandon(&mut self, reason: StopReason) {
+    pub(crate) fn abandon(&mut self, reason: StopReason, request: Option<&RequestView<'_>>) {
         self.give_back();
-        self.stop(reason);
+        // The call ends with a retry due: it is still failing.
+        self.stop(reason, Some(Reason::Other("retry due")), request);
     }
 
     fn give_back(&mut self) {
@@ -396,9 +421,9 @@ impl RetryState {
     }
 
     /// The deadline passed while an attempt was in flight, which counts as made.
-    pub(crate) fn cut_by_deadline(&mut self) {
+    pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
-        self.stop(StopReason::Deadline);
+        self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
     }
 
     /// When the attempt about to wait must end, and which limit that is: the earlier of `attempt_timeout`
@@ -427,11 +452,16 @@ impl RetryState {
             .checked_add(max)
     }
 
-    fn stop(&mut self, reason: StopReason) {
+    /// Ends the retries for `reason`; `failure` is why the last attempt failed, if it did in a way
+    /// worth retrying.
+    fn stop(
+        &mut self,
+        reason: StopReason,
+        failure: Option<Reason>,
+        request: Option<&RequestView<'_>>,
+    ) {
         self.stop = Some(reason);
-        if reason != StopReason::Success {
-            tracing::debug!(attempts = self.attempts, %reason, "stagger: giving up");
-        }
+        log::stopped(request, self.attempts, self.slept, reason, failure);
     }
 
     /// Time left before the deadline, if there is one and its clock has started.

@@ -20,6 +20,8 @@ use stagger::{
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
+mod common;
+
 type Req = Request<String>;
 type Res = Response<String>;
 
@@ -1230,8 +1232,8 @@ impl Replay<Req, Res, Infallible> for BrokenReplay {
         Attempt::new(stagger::classify::classify_status(status)).replayable(true)
     }
 
-    fn is_idempotent(&self, _: Sent<'_, Req, ()>) -> bool {
-        true
+    fn view<'a>(&self, _: Sent<'a, Req, ()>) -> Option<stagger::classify::RequestView<'a>> {
+        None
     }
 
     fn record(&self, response: &mut Res, info: RetryInfo) {
@@ -1289,6 +1291,88 @@ async fn a_replay_that_refuses_a_copy_ends_the_call_with_what_it_has_and_never_p
         info(&response).stop_reason(),
         Some(StopReason::NotReplayable)
     );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Logs
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn each_retry_is_a_debug_event_and_giving_up_while_failing_a_warn_with_the_request_s_fields()
+{
+    let (events, _guard) = common::capture();
+    let hits = Hits::default();
+    let request = Request::get("http://api.example:8080/items?page=2")
+        .body(String::new())
+        .unwrap();
+
+    let response = send(
+        exact(ms(100)).max_retries(2).build().unwrap(),
+        server(&hits, always(503)),
+        request,
+    )
+    .await
+    .unwrap();
+    assert_eq!(info(&response).attempts(), 3);
+
+    let events = events.stagger();
+    assert_eq!(events.len(), 3, "{events:#?}");
+    for (n, retry) in events[..2].iter().enumerate() {
+        assert_eq!(retry.level, tracing::Level::DEBUG);
+        assert_eq!(retry.message, "retrying");
+        assert_eq!(retry.field("http.request.method"), "GET");
+        assert_eq!(retry.field("server.address"), "api.example");
+        assert_eq!(retry.field("url.path"), "/items");
+        assert_eq!(retry.field("attempt"), (n + 1).to_string());
+        assert_eq!(
+            retry.field("http.request.resend_count"),
+            (n + 1).to_string()
+        );
+        assert_eq!(retry.field("error.type"), "503");
+        assert_eq!(retry.field("delay_ms"), ["100", "200"][n]);
+        assert_eq!(retry.field("delay.reason"), "backoff");
+    }
+    let gave_up = &events[2];
+    assert_eq!(gave_up.level, tracing::Level::WARN);
+    assert_eq!(gave_up.message, "gave up while still failing");
+    assert_eq!(gave_up.field("url.path"), "/items");
+    assert_eq!(gave_up.field("attempts"), "3");
+    assert_eq!(gave_up.field("http.request.resend_count"), "2");
+    assert_eq!(gave_up.field("slept_ms"), "300");
+    assert_eq!(gave_up.field("stop.reason"), "max retries reached");
+    assert_eq!(gave_up.field("error.type"), "503");
+    // No message repeats the target's name.
+    assert!(events.iter().all(|e| !e.message.contains("stagger")));
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_first_success_logs_nothing_a_later_one_a_debug_event_and_a_fatal_answer_no_warn() {
+    let (events, _guard) = common::capture();
+    let policy = exact(ms(10)).build().unwrap();
+
+    send(policy.clone(), server(&Hits::default(), always(200)), get())
+        .await
+        .unwrap();
+    assert!(events.stagger().is_empty(), "{:#?}", events.stagger());
+
+    send(
+        policy.clone(),
+        server(&Hits::default(), fails_until(2)),
+        get(),
+    )
+    .await
+    .unwrap();
+    let succeeded = events.stagger().pop().unwrap();
+    assert_eq!(succeeded.level, tracing::Level::DEBUG);
+    assert_eq!(succeeded.message, "succeeded");
+    assert_eq!(succeeded.field("http.request.resend_count"), "1");
+
+    send(policy, server(&Hits::default(), always(404)), get())
+        .await
+        .unwrap();
+    let stopped = events.stagger().pop().unwrap();
+    assert_eq!(stopped.level, tracing::Level::DEBUG);
+    assert_eq!(stopped.field("stop.reason"), "not retryable");
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -99,12 +99,14 @@ where
                 }
                 StateProj::Waiting => {
                     ready!(this.call.poll_pause(cx));
+                    let view = replay.view(this.held.sent());
+                    let view = view.as_ref();
                     let ready = match this.service.poll_ready(cx) {
-                        Poll::Ready(Ok(())) => this.call.begin_retry(record),
-                        Poll::Ready(Err(error)) => Err(this.call.not_ready(error)),
+                        Poll::Ready(Ok(())) => this.call.begin_retry(view, record),
+                        Poll::Ready(Err(error)) => Err(this.call.not_ready(error, view)),
                         Poll::Pending => {
                             ready!(this.call.poll_deadline(cx));
-                            Err(this.call.deadline_before_sending(record))
+                            Err(this.call.deadline_before_sending(view, record))
                         }
                     };
                     let again = this.call.retry().may_retry();
@@ -114,7 +116,9 @@ where
                             this.state.set(State::Called { future });
                             continue;
                         }
-                        Ok(None) => this.call.unsent(record),
+                        Ok(None) => this
+                            .call
+                            .unsent(replay.view(this.held.sent()).as_ref(), record),
                         Err(result) => result,
                     }
                 }

@@ -1,0 +1,120 @@
+//! The `tracing` events of a call, in one place: a `debug` event before each retry, and one when the
+//! retries stop — a `warn` when they stop while the request is still failing.
+//!
+//! Field names follow OpenTelemetry's HTTP conventions where one exists (`http.request.method`,
+//! `server.address`, `url.path`, `http.request.resend_count`, `error.type`), so that a subscriber
+//! exporting to OpenTelemetry maps them as they are; the events' target is the module path
+//! (`stagger::log`), so their messages carry no prefix of their own.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::classify::{Reason, RequestView};
+use crate::state::StopReason;
+
+/// Emits `$level` with the request's fields when there is a view of it, and without them otherwise.
+macro_rules! event {
+    ($level:ident, $view:expr, $($fields:tt)*) => {
+        match $view {
+            Some(view) => tracing::event!(
+                tracing::Level::$level,
+                http.request.method = %view.method(),
+                server.address = view.host().unwrap_or_default(),
+                url.path = view.path().unwrap_or_default(),
+                $($fields)*
+            ),
+            None => tracing::event!(tracing::Level::$level, $($fields)*),
+        }
+    };
+}
+
+/// A retry is about to wait `delay`: `attempt` failed for `reason`. `retry_after` says whether the
+/// delay honours the server's `Retry-After` rather than the backoff alone.
+pub(crate) fn retrying(
+    view: Option<&RequestView<'_>>,
+    attempt: u32,
+    delay: Duration,
+    reason: Reason,
+    retry_after: bool,
+) {
+    let why = if retry_after {
+        "retry-after"
+    } else {
+        "backoff"
+    };
+    event!(
+        DEBUG,
+        view,
+        attempt,
+        http.request.resend_count = attempt,
+        error.type = %ErrorType(reason),
+        delay_ms = millis(delay),
+        delay.reason = why,
+        "retrying"
+    );
+}
+
+/// The retries stopped for `stop` after `attempts` attempts and `slept` of sleeping. `failure` is why
+/// the last attempt failed, if it did in a way worth retrying: then the call gives up while still
+/// failing, which is a `warn`; a success or a fatal answer is a `debug`.
+pub(crate) fn stopped(
+    view: Option<&RequestView<'_>>,
+    attempts: u32,
+    slept: Duration,
+    stop: StopReason,
+    failure: Option<Reason>,
+) {
+    let resends = attempts.saturating_sub(1);
+    match failure {
+        Some(reason) => event!(
+            WARN,
+            view,
+            attempts,
+            http.request.resend_count = resends,
+            error.type = %ErrorType(reason),
+            slept_ms = millis(slept),
+            stop.reason = %stop,
+            "gave up while still failing"
+        ),
+        // A first attempt that succeeded is the common case and says nothing.
+        None if stop == StopReason::Success && attempts == 1 => {}
+        None if stop == StopReason::Success => event!(
+            DEBUG,
+            view,
+            attempts,
+            http.request.resend_count = resends,
+            slept_ms = millis(slept),
+            "succeeded"
+        ),
+        None => event!(
+            DEBUG,
+            view,
+            attempts,
+            http.request.resend_count = resends,
+            slept_ms = millis(slept),
+            stop.reason = %stop,
+            "stopped"
+        ),
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// OpenTelemetry's `error.type`: the status code of a failed response, or a short name of the error.
+struct ErrorType(Reason);
+
+impl fmt::Display for ErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Reason::Status(status) => write!(f, "{}", status.as_u16()),
+            Reason::Connect => f.write_str("connect"),
+            Reason::Timeout => f.write_str("timeout"),
+            Reason::ConnectionClosed => f.write_str("connection_closed"),
+            Reason::RefusedStream => f.write_str("refused_stream"),
+            Reason::GoAway => f.write_str("goaway"),
+            Reason::Other(reason) => f.write_str(reason),
+        }
+    }
+}
