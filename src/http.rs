@@ -11,6 +11,12 @@ use crate::retry_after::parse_retry_after;
 use crate::state::{Attempt, RetryInfo};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a response stagger's HTTP classifier can read",
+    note = "stagger reads `http::Response<B>` (http 1.x), and `reqwest::Response` with its `reqwest` feature (reqwest 0.13)",
+    note = "a second copy of `http` or `reqwest` in `cargo tree -d` (another major version) is a different type: align the versions",
+    note = "for a service whose responses are not HTTP, use `RetryLayer::with_classifier`"
+)]
 pub trait HttpResponse {
     /// The response's status.
     fn status(&self) -> StatusCode;

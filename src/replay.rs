@@ -38,6 +38,12 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
 /// How an adapter copies one kind of request and judges its attempts.
 ///
 /// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot copy and judge `{Req}` requests answered with `Result<{Res}, {E}>`",
+    note = "`RetryLayer::new` takes `http::Request<B>` with `B: Clone`, or `reqwest::Request` with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
+    note = "a body that is not `Clone` (hyper's `Incoming`) cannot be replayed: buffer it (`http_body_util::Full<Bytes>`)",
+    note = "for any other request type, use `RetryLayer::with_classifier(policy, |result| ...)`"
+)]
 pub trait Replay<Req, Res, E> {
     /// What is kept of a request sent without a copy, to judge its result.
     type Kept;
