@@ -244,7 +244,8 @@ where
 ///
 /// Errors are recognised by walking their [`source`](Error::source) chain: `std::io::Error` kinds,
 /// `reqwest::Error` (feature `reqwest`), `hyper::Error` and `hyper_util`'s client error (features `hyper`,
-/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`.
+/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`. The feature `reqwest`
+/// implies the other three, so a reqwest client's errors are understood in full whatever else is enabled.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultClassifier;
 
