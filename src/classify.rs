@@ -237,7 +237,7 @@ where
 ///
 /// | outcome | statuses | errors |
 /// |---|---|---|
-/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS); HTTP/2 `REFUSED_STREAM`, graceful `GOAWAY` |
+/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, graceful `GOAWAY` |
 /// | [`Outcome::RetryIfIdempotent`] | 408, 500, 502, 504 and every other 5xx but 501 and 505 | timeouts; connection reset, aborted or closed before the response |
 /// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, and unrecognised errors |
 /// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
@@ -278,10 +278,6 @@ pub fn classify_status(status: StatusCode) -> Outcome {
 /// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
 /// start.
 pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
-    // A TLS certificate failure surfaces as a connect error; no retry will make the certificate valid.
-    if chain(error).any(is_tls_failure) {
-        return Outcome::Fatal;
-    }
     for e in chain(error) {
         if let Some(outcome) = recognise(e) {
             return outcome;
@@ -294,41 +290,106 @@ fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn 
     std::iter::successors(Some(error), |&e| e.source())
 }
 
-fn is_tls_failure(e: &(dyn Error + 'static)) -> bool {
-    // A client error's message includes the URL, which may well contain these words.
+/// A connect error is safe to retry: nothing reached the server. Unless the TLS library refused the
+/// server's certificate, which also surfaces as a connect error (`reqwest::Error::is_connect()`), and which
+/// no retry will make valid. Only the connect error's causes are read, never the errors wrapping it.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
+    if chain(connect).skip(1).any(is_certificate_failure) {
+        Outcome::Fatal
+    } else {
+        Outcome::RetrySafe(Reason::Connect)
+    }
+}
+
+/// Whether `e` is a TLS library's refusal of a certificate, as found under a connect error.
+///
+/// This is the one place the classifier reads an error's text. Neither rustls nor native-tls is a
+/// dependency of this crate, and a downcast needs the concrete type: `io::Error::get_ref()` only gives
+/// another `&dyn Error`, and `dyn Error` carries a `TypeId` but no type name. An optional `rustls`
+/// dependency would make the verdict depend on a feature again, and on the user's rustls being the same
+/// major version, and still leave native-tls (OpenSSL, Security.framework, SChannel) to its words. So one
+/// word is read, "certificate", and only from the TLS library's own error:
+///
+/// - rustls's errors arrive inside an `io::Error` of kind `InvalidData` (tokio-rustls), which reqwest 0.13
+///   wraps in another of kind `Other`; `io::Error::source()` skips the error it wraps, so the layers are
+///   opened with `get_ref()`. A certificate rustls refuses reads "invalid peer certificate: UnknownIssuer"
+///   (the one tests/classify.rs sees; in rustls 0.23's source every `InvalidCertificate` begins so, and
+///   "peer sent no certificates" and "received fatal alert: BadCertificate", a server refusing ours, have
+///   the word too);
+/// - native-tls's errors arrive as themselves, and OpenSSL's reads "certificate verify failed" (not
+///   tested here: native-tls is not a dev-dependency).
+///
+/// An `io::Error` of a kind this classifier recognises, at any layer (a refusal, a reset, an EOF such as
+/// tokio-rustls's "tls handshake eof" when a restarting server cuts the handshake short), is the
+/// transport's verdict and never a certificate's; nor is the text of the client errors recognised here,
+/// which includes the URL.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
+    if is_client_error(e) {
+        return false;
+    }
+    let mut error = e;
+    while let Some(io) = error.downcast_ref::<io::Error>() {
+        if recognise_io(io.kind()).is_some() {
+            return false;
+        }
+        match io.get_ref() {
+            Some(inner) => error = inner,
+            None => return false,
+        }
+    }
+    error
+        .to_string()
+        .to_ascii_lowercase()
+        .contains("certificate")
+}
+
+/// Whether `e` is one of the HTTP client errors [`recognise`] knows by type.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_client_error(e: &(dyn Error + 'static)) -> bool {
     #[cfg(feature = "reqwest")]
     if e.is::<reqwest::Error>() {
-        return false;
+        return true;
     }
     #[cfg(feature = "hyper-util")]
     if e.is::<hyper_util::client::legacy::Error>() {
-        return false;
+        return true;
     }
-    // Neither rustls nor native-tls is a dependency of this crate, so their errors are known by their
-    // words: both say "certificate" for every verification failure, and "handshake" for the rest.
-    let text = e.to_string().to_ascii_lowercase();
-    text.contains("certificate") || text.contains("handshake")
+    #[cfg(feature = "hyper")]
+    if e.is::<hyper::Error>() {
+        return true;
+    }
+    #[cfg(feature = "h2")]
+    if e.is::<h2::Error>() {
+        return true;
+    }
+    false
 }
 
 fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
     #[cfg(feature = "reqwest")]
-    if let Some(e) = e.downcast_ref::<reqwest::Error>() {
-        if e.is_connect() {
-            return Some(Outcome::RetrySafe(Reason::Connect));
+    if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
+        if reqwest.is_connect() {
+            return Some(connect_failure(e));
         }
-        if e.is_timeout() {
+        if reqwest.is_timeout() {
             return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
         }
-        if e.is_builder() || e.is_redirect() || e.is_decode() || e.is_status() {
+        if reqwest.is_builder()
+            || reqwest.is_redirect()
+            || reqwest.is_decode()
+            || reqwest.is_status()
+        {
             return Some(Outcome::Fatal);
         }
         // `is_request`/`is_body`: the cause further down the chain decides.
         return None;
     }
     #[cfg(feature = "hyper-util")]
-    if let Some(e) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
-        if e.is_connect() {
-            return Some(Outcome::RetrySafe(Reason::Connect));
+    if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+        if client.is_connect() {
+            return Some(connect_failure(e));
         }
         return None;
     }
@@ -512,11 +573,46 @@ mod tests {
             classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
             Outcome::Fatal
         );
-        let tls = Wrapper(io::Error::new(
+        // The kind is the transport's verdict, whatever the words: a refusal is not a certificate failure.
+        let refused = Wrapper(io::Error::new(
             io::ErrorKind::ConnectionRefused,
             "invalid peer certificate: UnknownIssuer",
         ));
-        assert_eq!(classify_error(&tls), Outcome::Fatal);
+        assert_eq!(
+            classify_error(&refused),
+            Outcome::RetrySafe(Reason::Connect)
+        );
+    }
+
+    #[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+    #[test]
+    fn only_a_tls_librarys_own_error_can_say_certificate() {
+        #[derive(Debug)]
+        struct Rustls;
+        impl fmt::Display for Rustls {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("invalid peer certificate: UnknownIssuer")
+            }
+        }
+        impl Error for Rustls {}
+        // As tokio-rustls hands rustls's errors on, and as reqwest passes them up.
+        let refused = io::Error::new(io::ErrorKind::InvalidData, Rustls);
+        assert!(is_certificate_failure(&refused));
+        let refused = io::Error::other(refused);
+        assert!(is_certificate_failure(&refused));
+        assert!(is_certificate_failure(&Rustls));
+        let eof = io::Error::other(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "tls handshake eof",
+        ));
+        assert!(!is_certificate_failure(&eof));
+        let reset = io::Error::other(io::Error::new(io::ErrorKind::ConnectionReset, Rustls));
+        assert!(!is_certificate_failure(&reset));
+        let other = io::Error::new(
+            io::ErrorKind::InvalidData,
+            "received fatal alert: HandshakeFailure",
+        );
+        assert!(!is_certificate_failure(&other));
     }
 
     #[test]
