@@ -57,7 +57,8 @@ pub enum Reason {
     ConnectionClosed,
     /// HTTP/2 `REFUSED_STREAM`: the server did not process the stream.
     RefusedStream,
-    /// HTTP/2 graceful `GOAWAY`: the server is shutting the connection down without processing the stream.
+    /// HTTP/2 graceful `GOAWAY` (`NO_ERROR`) from the server, for a stream above its last-stream-id: the
+    /// server is shutting the connection down and did not process the stream.
     GoAway,
     /// A reason given by a custom classifier.
     Other(&'static str),
@@ -237,9 +238,9 @@ where
 ///
 /// | outcome | statuses | errors |
 /// |---|---|---|
-/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, graceful `GOAWAY` |
+/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, a server's graceful `GOAWAY` for a stream it did not process |
 /// | [`Outcome::RetryIfIdempotent`] | 408, 500, 502, 504 and every other 5xx but 501 and 505 | timeouts; connection reset, aborted or closed before the response |
-/// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, and unrecognised errors |
+/// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, a `GOAWAY` with an error code or sent by the client, and unrecognised errors |
 /// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
 ///
 /// Errors are recognised by walking their [`source`](Error::source) chain: `std::io::Error` kinds,
@@ -434,8 +435,35 @@ fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
     if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
         return Some(Outcome::RetrySafe(Reason::RefusedStream));
     }
-    if e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR) {
-        return Some(Outcome::RetrySafe(Reason::GoAway));
+    // What h2 0.4 gives a stream when a GOAWAY is received (`Streams::recv_go_away` in
+    // src/proto/streams/streams.rs): the frame becomes an error with `is_go_away()`, `is_remote()` and the
+    // frame's error code, which goes to exactly the streams we opened whose id is above the frame's
+    // last-stream-id, and is kept as the connection's error, which every stream opened afterwards gets
+    // before anything of it is sent (`ensure_no_conn_error`). The streams at or below last-stream-id are
+    // left to finish; when the connection closes under one of them it gets an I/O error instead
+    // (`BrokenPipe`, "stream closed because of a broken pipe", from `State::recv_eof`), which is a closed
+    // connection below: retried only if idempotent. So a remote GOAWAY on a stream means the server did not
+    // process it (RFC 9113 §8.7: safe to retry, any method).
+    //
+    // Safe is not worth it, though, for every error code: a graceful shutdown (`NO_ERROR`: a draining
+    // load balancer, a restarting server) is what a new connection fixes. A GOAWAY with an error code says
+    // the connection failed; when it excludes the connection's first stream, the server refused the
+    // connection before acting on anything, most likely for what the client sent, and the retry would meet
+    // the same refusal. Go's net/http retries the other error-code cases, but tells that one apart by the
+    // stream id, which an `h2::Error` does not carry; reqwest's own retry (`reqwest::retry`) takes
+    // `NO_ERROR` only. So does this: an error-code GOAWAY is fatal.
+    //
+    // A GOAWAY that h2 sent itself (`is_library()`: it found a protocol error in what the server sent, so
+    // the server did send something, maybe for this very stream) or that the user asked for promises
+    // nothing about the stream: not retried either.
+    if e.is_go_away() {
+        return Some(
+            if e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+                Outcome::RetrySafe(Reason::GoAway)
+            } else {
+                Outcome::Fatal
+            },
+        );
     }
     if e.is_io() {
         return e.get_io().and_then(|io| recognise_io(io.kind()));
