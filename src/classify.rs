@@ -57,7 +57,8 @@ pub enum Reason {
     ConnectionClosed,
     /// HTTP/2 `REFUSED_STREAM`: the server did not process the stream.
     RefusedStream,
-    /// HTTP/2 graceful `GOAWAY`: the server is shutting the connection down without processing the stream.
+    /// HTTP/2 graceful `GOAWAY` (`NO_ERROR`) from the server, for a stream above its last-stream-id: the
+    /// server is shutting the connection down and did not process the stream.
     GoAway,
     /// A reason given by a custom classifier.
     Other(&'static str),
@@ -244,14 +245,15 @@ where
 ///
 /// | outcome | statuses | errors |
 /// |---|---|---|
-/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS); HTTP/2 `REFUSED_STREAM`, graceful `GOAWAY` |
+/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, a server's graceful `GOAWAY` for a stream it did not process |
 /// | [`Outcome::RetryIfIdempotent`] | 408, 500, 502, 504 and every other 5xx but 501 and 505 | timeouts; connection reset, aborted or closed before the response |
-/// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, and unrecognised errors |
+/// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, a `GOAWAY` with an error code or sent by the client, and unrecognised errors |
 /// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
 ///
 /// Errors are recognised by walking their [`source`](Error::source) chain: `std::io::Error` kinds,
 /// `reqwest::Error` (feature `reqwest`), `hyper::Error` and `hyper_util`'s client error (features `hyper`,
-/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`.
+/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`. The feature `reqwest`
+/// implies the other three, so a reqwest client's errors are understood in full whatever else is enabled.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultClassifier;
 
@@ -284,10 +286,6 @@ pub fn classify_status(status: StatusCode) -> Outcome {
 /// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
 /// start.
 pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
-    // A TLS certificate failure surfaces as a connect error; no retry will make the certificate valid.
-    if chain(error).any(is_tls_failure) {
-        return Outcome::Fatal;
-    }
     for e in chain(error) {
         if let Some(outcome) = recognise(e) {
             return outcome;
@@ -300,41 +298,106 @@ fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn 
     std::iter::successors(Some(error), |&e| e.source())
 }
 
-fn is_tls_failure(e: &(dyn Error + 'static)) -> bool {
-    // A client error's message includes the URL, which may well contain these words.
+/// A connect error is safe to retry: nothing reached the server. Unless the TLS library refused the
+/// server's certificate, which also surfaces as a connect error (`reqwest::Error::is_connect()`), and which
+/// no retry will make valid. Only the connect error's causes are read, never the errors wrapping it.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
+    if chain(connect).skip(1).any(is_certificate_failure) {
+        Outcome::Fatal
+    } else {
+        Outcome::RetrySafe(Reason::Connect)
+    }
+}
+
+/// Whether `e` is a TLS library's refusal of a certificate, as found under a connect error.
+///
+/// This is the one place the classifier reads an error's text. Neither rustls nor native-tls is a
+/// dependency of this crate, and a downcast needs the concrete type: `io::Error::get_ref()` only gives
+/// another `&dyn Error`, and `dyn Error` carries a `TypeId` but no type name. An optional `rustls`
+/// dependency would make the verdict depend on a feature again, and on the user's rustls being the same
+/// major version, and still leave native-tls (OpenSSL, Security.framework, SChannel) to its words. So one
+/// word is read, "certificate", and only from the TLS library's own error:
+///
+/// - rustls's errors arrive inside an `io::Error` of kind `InvalidData` (tokio-rustls), which reqwest 0.13
+///   wraps in another of kind `Other`; `io::Error::source()` skips the error it wraps, so the layers are
+///   opened with `get_ref()`. A certificate rustls refuses reads "invalid peer certificate: UnknownIssuer"
+///   (the one tests/classify.rs sees; in rustls 0.23's source every `InvalidCertificate` begins so, and
+///   "peer sent no certificates" and "received fatal alert: BadCertificate", a server refusing ours, have
+///   the word too);
+/// - native-tls's errors arrive as themselves, and OpenSSL's reads "certificate verify failed" (not
+///   tested here: native-tls is not a dev-dependency).
+///
+/// An `io::Error` of a kind this classifier recognises, at any layer (a refusal, a reset, an EOF such as
+/// tokio-rustls's "tls handshake eof" when a restarting server cuts the handshake short), is the
+/// transport's verdict and never a certificate's; nor is the text of the client errors recognised here,
+/// which includes the URL.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
+    if is_client_error(e) {
+        return false;
+    }
+    let mut error = e;
+    while let Some(io) = error.downcast_ref::<io::Error>() {
+        if recognise_io(io.kind()).is_some() {
+            return false;
+        }
+        match io.get_ref() {
+            Some(inner) => error = inner,
+            None => return false,
+        }
+    }
+    error
+        .to_string()
+        .to_ascii_lowercase()
+        .contains("certificate")
+}
+
+/// Whether `e` is one of the HTTP client errors [`recognise`] knows by type.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_client_error(e: &(dyn Error + 'static)) -> bool {
     #[cfg(feature = "reqwest")]
     if e.is::<reqwest::Error>() {
-        return false;
+        return true;
     }
     #[cfg(feature = "hyper-util")]
     if e.is::<hyper_util::client::legacy::Error>() {
-        return false;
+        return true;
     }
-    // Neither rustls nor native-tls is a dependency of this crate, so their errors are known by their
-    // words: both say "certificate" for every verification failure, and "handshake" for the rest.
-    let text = e.to_string().to_ascii_lowercase();
-    text.contains("certificate") || text.contains("handshake")
+    #[cfg(feature = "hyper")]
+    if e.is::<hyper::Error>() {
+        return true;
+    }
+    #[cfg(feature = "h2")]
+    if e.is::<h2::Error>() {
+        return true;
+    }
+    false
 }
 
 fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
     #[cfg(feature = "reqwest")]
-    if let Some(e) = e.downcast_ref::<reqwest::Error>() {
-        if e.is_connect() {
-            return Some(Outcome::RetrySafe(Reason::Connect));
+    if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
+        if reqwest.is_connect() {
+            return Some(connect_failure(e));
         }
-        if e.is_timeout() {
+        if reqwest.is_timeout() {
             return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
         }
-        if e.is_builder() || e.is_redirect() || e.is_decode() || e.is_status() {
+        if reqwest.is_builder()
+            || reqwest.is_redirect()
+            || reqwest.is_decode()
+            || reqwest.is_status()
+        {
             return Some(Outcome::Fatal);
         }
         // `is_request`/`is_body`: the cause further down the chain decides.
         return None;
     }
     #[cfg(feature = "hyper-util")]
-    if let Some(e) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
-        if e.is_connect() {
-            return Some(Outcome::RetrySafe(Reason::Connect));
+    if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+        if client.is_connect() {
+            return Some(connect_failure(e));
         }
         return None;
     }
@@ -379,8 +442,35 @@ fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
     if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
         return Some(Outcome::RetrySafe(Reason::RefusedStream));
     }
-    if e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR) {
-        return Some(Outcome::RetrySafe(Reason::GoAway));
+    // What h2 0.4 gives a stream when a GOAWAY is received (`Streams::recv_go_away` in
+    // src/proto/streams/streams.rs): the frame becomes an error with `is_go_away()`, `is_remote()` and the
+    // frame's error code, which goes to exactly the streams we opened whose id is above the frame's
+    // last-stream-id, and is kept as the connection's error, which every stream opened afterwards gets
+    // before anything of it is sent (`ensure_no_conn_error`). The streams at or below last-stream-id are
+    // left to finish; when the connection closes under one of them it gets an I/O error instead
+    // (`BrokenPipe`, "stream closed because of a broken pipe", from `State::recv_eof`), which is a closed
+    // connection below: retried only if idempotent. So a remote GOAWAY on a stream means the server did not
+    // process it (RFC 9113 §8.7: safe to retry, any method).
+    //
+    // Safe is not worth it, though, for every error code: a graceful shutdown (`NO_ERROR`: a draining
+    // load balancer, a restarting server) is what a new connection fixes. A GOAWAY with an error code says
+    // the connection failed; when it excludes the connection's first stream, the server refused the
+    // connection before acting on anything, most likely for what the client sent, and the retry would meet
+    // the same refusal. Go's net/http retries the other error-code cases, but tells that one apart by the
+    // stream id, which an `h2::Error` does not carry; reqwest's own retry (`reqwest::retry`) takes
+    // `NO_ERROR` only. So does this: an error-code GOAWAY is fatal.
+    //
+    // A GOAWAY that h2 sent itself (`is_library()`: it found a protocol error in what the server sent, so
+    // the server did send something, maybe for this very stream) or that the user asked for promises
+    // nothing about the stream: not retried either.
+    if e.is_go_away() {
+        return Some(
+            if e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+                Outcome::RetrySafe(Reason::GoAway)
+            } else {
+                Outcome::Fatal
+            },
+        );
     }
     if e.is_io() {
         return e.get_io().and_then(|io| recognise_io(io.kind()));
@@ -518,11 +608,46 @@ mod tests {
             classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
             Outcome::Fatal
         );
-        let tls = Wrapper(io::Error::new(
+        // The kind is the transport's verdict, whatever the words: a refusal is not a certificate failure.
+        let refused = Wrapper(io::Error::new(
             io::ErrorKind::ConnectionRefused,
             "invalid peer certificate: UnknownIssuer",
         ));
-        assert_eq!(classify_error(&tls), Outcome::Fatal);
+        assert_eq!(
+            classify_error(&refused),
+            Outcome::RetrySafe(Reason::Connect)
+        );
+    }
+
+    #[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+    #[test]
+    fn only_a_tls_librarys_own_error_can_say_certificate() {
+        #[derive(Debug)]
+        struct Rustls;
+        impl fmt::Display for Rustls {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("invalid peer certificate: UnknownIssuer")
+            }
+        }
+        impl Error for Rustls {}
+        // As tokio-rustls hands rustls's errors on, and as reqwest passes them up.
+        let refused = io::Error::new(io::ErrorKind::InvalidData, Rustls);
+        assert!(is_certificate_failure(&refused));
+        let refused = io::Error::other(refused);
+        assert!(is_certificate_failure(&refused));
+        assert!(is_certificate_failure(&Rustls));
+        let eof = io::Error::other(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "tls handshake eof",
+        ));
+        assert!(!is_certificate_failure(&eof));
+        let reset = io::Error::other(io::Error::new(io::ErrorKind::ConnectionReset, Rustls));
+        assert!(!is_certificate_failure(&reset));
+        let other = io::Error::new(
+            io::ErrorKind::InvalidData,
+            "received fatal alert: HandshakeFailure",
+        );
+        assert!(!is_certificate_failure(&other));
     }
 
     #[test]
