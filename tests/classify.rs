@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::Method;
-use stagger::{Outcome, Reason, classify_error};
+use stagger::classify::classify_error;
+use stagger::{Outcome, Reason};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
