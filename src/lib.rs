@@ -100,7 +100,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `tower` (default) | [`RetryLayer`] |
-//! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier |
+//! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier; implies `hyper`, `hyper-util` and `h2`, whose errors reach a reqwest user |
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 #![forbid(unsafe_code)]

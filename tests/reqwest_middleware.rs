@@ -714,7 +714,7 @@ async fn the_retry_and_the_give_up_are_logged_with_the_request_s_method_host_and
         .respond_with(ResponseTemplate::new(503))
         .mount(&server)
         .await;
-    let (events, _guard) = common::capture();
+    let events = common::capture();
 
     let response = client(quick().max_retries(1))
         .delete(format!("{}/orders", server.uri()))

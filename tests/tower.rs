@@ -1300,7 +1300,7 @@ async fn a_replay_that_refuses_a_copy_ends_the_call_with_what_it_has_and_never_p
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn each_retry_is_a_debug_event_and_giving_up_while_failing_a_warn_with_the_request_s_fields()
 {
-    let (events, _guard) = common::capture();
+    let events = common::capture();
     let hits = Hits::default();
     let request = Request::get("http://api.example:8080/items?page=2")
         .body(String::new())
@@ -1347,7 +1347,7 @@ async fn each_retry_is_a_debug_event_and_giving_up_while_failing_a_warn_with_the
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_first_success_logs_nothing_a_later_one_a_debug_event_and_a_fatal_answer_no_warn() {
-    let (events, _guard) = common::capture();
+    let events = common::capture();
     let policy = exact(ms(10)).build().unwrap();
 
     send(policy.clone(), server(&Hits::default(), always(200)), get())

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -28,42 +28,67 @@ impl Captured {
     }
 }
 
-/// The events seen since [`capture`] was called, on this thread.
-#[derive(Clone, Default)]
-pub struct Events(Arc<Mutex<Vec<Captured>>>);
+/// The events seen on one thread since [`capture`] was called there.
+#[derive(Clone)]
+pub struct Events {
+    thread: std::thread::ThreadId,
+    from: usize,
+}
 
 impl Events {
     /// Stagger's own events.
     pub fn stagger(&self) -> Vec<Captured> {
-        let events = self.0.lock().unwrap();
-        events
+        let all = recorded().lock().unwrap();
+        all[self.from..]
             .iter()
-            .filter(|e| e.target.starts_with("stagger"))
-            .cloned()
+            .filter(|(thread, e)| *thread == self.thread && e.target.starts_with("stagger"))
+            .map(|(_, e)| e.clone())
             .collect()
     }
 }
 
-/// Captures every event on this thread until the guard is dropped.
-pub fn capture() -> (Events, tracing::subscriber::DefaultGuard) {
-    let events = Events::default();
-    let subscriber = Registry::default().with(Recorder(events.clone()));
-    (events, tracing::subscriber::set_default(subscriber))
+/// Captures the events of this thread from now on.
+///
+/// One recorder is the global subscriber of the test binary, and every capture reads the events of
+/// its own thread: a per-thread subscriber (`set_default`) races with the tests that run beside it,
+/// since `tracing` caches, per call site and process-wide, whether anyone is interested.
+pub fn capture() -> Events {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        tracing::subscriber::set_global_default(Registry::default().with(Recorder))
+            .expect("no other global subscriber in the tests");
+    });
+    let from = recorded().lock().unwrap().len();
+    Events {
+        thread: std::thread::current().id(),
+        from,
+    }
 }
 
-struct Recorder(Events);
+type Recorded = Mutex<Vec<(std::thread::ThreadId, Captured)>>;
+
+fn recorded() -> &'static Recorded {
+    static RECORDED: OnceLock<Recorded> = OnceLock::new();
+    RECORDED.get_or_init(Recorded::default)
+}
+
+struct Recorder;
 
 impl<S: Subscriber> Layer<S> for Recorder {
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
         let mut fields = Fields::default();
         event.record(&mut fields);
         let message = fields.0.remove("message").unwrap_or_default();
-        self.0.0.lock().unwrap().push(Captured {
+        let captured = Captured {
             level: *event.metadata().level(),
             target: event.metadata().target().to_owned(),
             message,
             fields: fields.0,
-        });
+        };
+        recorded()
+            .lock()
+            .unwrap()
+            .push((std::thread::current().id(), captured));
     }
 }
 
