@@ -11,7 +11,8 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use stagger::adapter::{Attempt, Decision};
 use stagger::{
-    Backoff, ConfigError, Jitter, Outcome, Reason, RetryAfterMode, RetryPolicy, StopReason,
+    Backoff, ConfigError, Jitter, Outcome, Reason, RetryAfterMode, RetryBudget, RetryPolicy,
+    StopReason,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -322,31 +323,8 @@ fn every_config_error_names_its_field_and_value() {
             },
             "max_delay (1s)",
         ),
-        (
-            RetryPolicy::builder().budget(-1.0, 10, Duration::from_secs(10)),
-            ConfigError::BudgetPercent(-1.0),
-            "percent",
-        ),
-        (
-            RetryPolicy::builder().budget(1000.5, 10, Duration::from_secs(10)),
-            ConfigError::BudgetPercent(1000.5),
-            "1000.5",
-        ),
-        (
-            RetryPolicy::builder().budget(f32::NAN, 10, Duration::from_secs(10)),
-            ConfigError::BudgetPercent(f32::NAN),
-            "NaN",
-        ),
-        (
-            RetryPolicy::builder().budget(20.0, 10, Duration::from_millis(500)),
-            ConfigError::BudgetWindow(Duration::from_millis(500)),
-            "window",
-        ),
-        (
-            RetryPolicy::builder().budget(20.0, 10, Duration::from_secs(61)),
-            ConfigError::BudgetWindow(Duration::from_secs(61)),
-            "61s",
-        ),
+        // The budget's errors come from `RetryBudget::builder().build()`: see
+        // `every_budget_config_error_names_its_field_its_value_and_the_valid_range`.
         (
             RetryPolicy::builder().max_elapsed(Duration::ZERO),
             ConfigError::MaxElapsed(Duration::ZERO),
@@ -401,13 +379,27 @@ fn the_default_policy_bounds_a_call_and_each_attempt_and_both_can_be_removed() {
 fn a_budget_can_be_switched_off_or_reshaped_and_the_default_builds() {
     assert!(
         RetryPolicy::builder()
-            .budget(0.0, 0, Duration::from_secs(1))
+            .budget(
+                RetryBudget::builder()
+                    .ratio(0.0)
+                    .min_per_second(0)
+                    .window(Duration::from_secs(1))
+                    .build()
+                    .unwrap()
+            )
             .build()
             .is_ok()
     );
     assert!(
         RetryPolicy::builder()
-            .budget(1000.0, 0, Duration::from_secs(60))
+            .budget(
+                RetryBudget::builder()
+                    .ratio(1.0)
+                    .min_per_second(0)
+                    .window(Duration::from_secs(60))
+                    .build()
+                    .unwrap()
+            )
             .build()
             .is_ok()
     );
@@ -499,7 +491,14 @@ async fn attempts_that_run_past_the_deadline_leave_no_retry() {
 async fn the_budget_is_shared_by_every_clone_of_a_policy() {
     // No percentage, a floor of 1 retry/s over a 1 s window: one retry in reserve, for all clones.
     let policy = base()
-        .budget(0.0, 1, Duration::from_secs(1))
+        .budget(
+            RetryBudget::builder()
+                .ratio(0.0)
+                .min_per_second(1)
+                .window(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
         .max_retries(5)
         .build()
         .unwrap();
@@ -716,7 +715,14 @@ async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(100 * MS))
         .max_elapsed(Duration::from_secs(1))
-        .budget(0.0, 1, Duration::from_secs(1))
+        .budget(
+            RetryBudget::builder()
+                .ratio(0.0)
+                .min_per_second(1)
+                .window(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap();
     let mut late = policy.start();
@@ -746,7 +752,14 @@ async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_
 async fn a_state_dropped_between_a_retry_and_its_sending_gives_the_withdrawal_back() {
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(100 * MS))
-        .budget(0.0, 1, Duration::from_secs(1))
+        .budget(
+            RetryBudget::builder()
+                .ratio(0.0)
+                .min_per_second(1)
+                .window(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap();
     for _ in 0..5 {
