@@ -1,4 +1,4 @@
-//! The retry budget shared by every clone of a policy.
+//! The retry budget: one account of retries, shared by every policy built with a clone of it.
 //!
 //! # Why a budget, and not just a maximum number of retries
 //!
@@ -6,8 +6,8 @@
 //! outright, every request is retried three times and the failing server sees four times its normal load
 //! at the moment it can least take it. A budget bounds the *ratio* of retries to requests instead: each
 //! request deposits, each retry withdraws, and when the account is empty retries stop until requests
-//! refill it. Under a total outage the extra load stays at the budget's percentage (20 % by default), plus
-//! a small floor of retries per second so that a client sending few requests can still retry at all.
+//! refill it. Under a total outage the extra load stays at the budget's ratio (0.2, 20 %, by default),
+//! plus a small floor of retries per second so that a client sending few requests can still retry at all.
 //!
 //! # Why not `tower::retry::budget::TpsBudget`
 //!
@@ -15,9 +15,9 @@
 //! that together span the window, and a slot's balance expires with it. stagger keeps that model but not
 //! that type, for three reasons measured against it (tower 0.5.3):
 //!
-//! - **It rounds the percentage.** `TpsBudget` charges a whole number of deposits per retry, so 40 %
-//!   becomes 50 % and 30 % becomes 33 %. Here a deposit is worth `percent` thousandths of a unit and a
-//!   retry costs 100 of them: any percentage with three decimals is exact.
+//! - **It rounds the ratio.** `TpsBudget` charges a whole number of deposits per retry, so 0.4 becomes
+//!   0.5 and 0.3 becomes 0.33. Here a deposit is worth `ratio × 100 000` units and a retry costs 100 000
+//!   of them: any ratio with five decimals is exact.
 //! - **It can overdraw.** Its withdrawal checks the balance and subtracts in two steps, so concurrent
 //!   retries can all pass the check. Here withdrawals check and subtract under one short lock; they happen
 //!   only on the failure path.
@@ -27,56 +27,251 @@
 //!
 //! The window is kept on `tokio::time::Instant`, so tests with a paused clock see it expire.
 
+use std::fmt;
 use std::num::NonZeroU64;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::error::ConfigError;
 
-/// The shape of a retry budget: how much extra load retries may add.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct BudgetConfig {
-    /// How long a deposit or a withdrawal counts.
-    pub(crate) window: Duration,
-    /// Retries per second always allowed, whatever the traffic.
-    pub(crate) min_per_second: u32,
-    /// Retries allowed per 100 requests.
-    pub(crate) percent: f32,
+/// The largest [`RetryBudgetBuilder::ratio`]: one retry per request.
+pub(crate) const MAX_RATIO: f64 = 1.0;
+/// The shortest [`RetryBudgetBuilder::window`].
+pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// The longest [`RetryBudgetBuilder::window`].
+pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(60);
+
+/// A retry budget: how much load the retries of a client may add to a backend, as one account that
+/// every policy built with a clone of it draws on.
+///
+/// Each request deposits, each retry withdraws, and when the account is empty the retries stop
+/// ([`StopReason::Budget`](crate::StopReason::Budget)) until requests refill it. Over any
+/// [`window`](Self::window), the retries allowed are [`ratio`](Self::ratio) times the requests sent,
+/// plus [`min_per_second`](Self::min_per_second) times the window's length in seconds: under a total
+/// outage, the failing server sees at most `1 + ratio` times its load, plus that floor.
+///
+/// # Sharing
+///
+/// A `RetryBudget` is a handle: a clone costs one reference count, and every clone draws on the same
+/// account. Give clones to the policies that call one backend — a `GET` policy and a `POST` policy, or
+/// the policies of every host of a client — and their retries are limited together, however
+/// differently they back off:
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, RetryBudget, RetryPolicy};
+///
+/// let backend = RetryBudget::builder()
+///     .ratio(0.1) // retries may add 10 % to the load…
+///     .min_per_second(5) // …plus 5 retries a second, whatever the traffic…
+///     .window(Duration::from_secs(10)) // …counted over the last 10 s.
+///     .build()?;
+/// let reads = RetryPolicy::builder().budget(backend.clone()).build()?;
+/// let writes = RetryPolicy::builder()
+///     .backoff(Backoff::exponential(Duration::from_millis(500)))
+///     .max_retries(1)
+///     .budget(backend)
+///     .build()?;
+/// assert_eq!(reads.budget().unwrap().ratio(), writes.budget().unwrap().ratio());
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+///
+/// A policy built without [`RetryPolicyBuilder::budget`](crate::RetryPolicyBuilder::budget) gets a
+/// [`RetryBudget::default()`] of its own, shared only by the policy's clones;
+/// [`no_budget`](crate::RetryPolicyBuilder::no_budget) turns it off.
+///
+/// # Why a ratio, and not a percentage
+///
+/// The same number is written both ways in the field: tower's `TpsBudget` and Finagle take a
+/// "percent" that is a fraction (`0.2` for 20 %), Envoy's `budget_percent` is a percentage (`20.0`),
+/// and an earlier stagger took percent too, so that `0.2` meant 0.2 %. Here the setter is named for what
+/// it takes, a [`ratio`](RetryBudgetBuilder::ratio) of retries to requests, and its range stops at
+/// `1.0`, one retry per request: a percentage written by mistake — `ratio(20.0)`, `ratio(5.0)`, any
+/// whole percentage from 2 up — is a [`ConfigError`] from [`build`](RetryBudgetBuilder::build), not a
+/// budget a hundred times too generous. The one it cannot tell apart is 1 % written as `1.0`: that
+/// reads as a retry per request, the largest budget there is.
+///
+/// # Default
+///
+/// | setting | default | valid |
+/// |---|---|---|
+/// | [`ratio`](RetryBudgetBuilder::ratio) | `0.2` (20 % extra load) | `0.0..=1.0` |
+/// | [`min_per_second`](RetryBudgetBuilder::min_per_second) | 10 retries a second | any `u32` |
+/// | [`window`](RetryBudgetBuilder::window) | 10 s | 1 s to 60 s |
+#[derive(Clone)]
+pub struct RetryBudget {
+    account: Arc<Account>,
 }
 
-impl Default for BudgetConfig {
+impl Default for RetryBudget {
+    /// A new account with the defaults: ratio 0.2, at least 10 retries a second, over a 10 s window.
     fn default() -> Self {
-        Self {
-            window: Duration::from_secs(10),
-            min_per_second: 10,
-            percent: 20.0,
-        }
+        Self::new(RetryBudgetBuilder::new())
     }
 }
 
-impl BudgetConfig {
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if !(0.0..=1000.0).contains(&self.percent) {
-            return Err(ConfigError::BudgetPercent(self.percent));
+impl fmt::Debug for RetryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shape = &self.account.shape;
+        f.debug_struct("RetryBudget")
+            .field("ratio", &shape.ratio)
+            .field("min_per_second", &shape.min_per_second)
+            .field("window", &shape.window)
+            .finish()
+    }
+}
+
+impl RetryBudget {
+    /// The default ratio of retries to requests: `0.2`, that is 20 % extra load.
+    pub const DEFAULT_RATIO: f64 = 0.2;
+    /// The default floor: 10 retries a second.
+    pub const DEFAULT_MIN_PER_SECOND: u32 = 10;
+    /// The default window: 10 s.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+
+    /// A builder starting from the defaults.
+    pub fn builder() -> RetryBudgetBuilder {
+        RetryBudgetBuilder::new()
+    }
+
+    /// A new account of a validated shape.
+    fn new(shape: RetryBudgetBuilder) -> Self {
+        Self {
+            account: Arc::new(Account::new(shape)),
         }
-        if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&self.window) {
+    }
+
+    /// Retries allowed per request, on top of the floor: `0.2` is 20 % extra load.
+    pub fn ratio(&self) -> f64 {
+        self.account.shape.ratio
+    }
+
+    /// Retries a second allowed whatever the traffic.
+    pub fn min_per_second(&self) -> u32 {
+        self.account.shape.min_per_second
+    }
+
+    /// How long a deposit or a withdrawal counts.
+    pub fn window(&self) -> Duration {
+        self.account.shape.window
+    }
+
+    /// Records one request.
+    pub(crate) fn deposit(&self) {
+        self.account.deposit();
+    }
+
+    /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
+    /// [`refund`](Self::refund) should the retry never be sent.
+    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
+        self.account.withdraw()
+    }
+
+    /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,
+    /// before it).
+    pub(crate) fn refund(&self, withdrawal: Withdrawal) {
+        self.account.refund(withdrawal);
+    }
+}
+
+/// Builds a [`RetryBudget`]; every setter documents its default and its range, and
+/// [`build`](Self::build) reports a value out of range as a [`ConfigError`], never by a panic or a
+/// silent clamp.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::RetryBudget;
+///
+/// let budget = RetryBudget::builder()
+///     .ratio(0.2)
+///     .min_per_second(10)
+///     .window(Duration::from_secs(10))
+///     .build()?;
+/// assert_eq!(budget.ratio(), 0.2);
+///
+/// // A percentage where a ratio belongs is refused, with the reason:
+/// let error = RetryBudget::builder().ratio(20.0).build().unwrap_err();
+/// assert!(error.to_string().contains("20 % is 0.2"));
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryBudgetBuilder {
+    ratio: f64,
+    min_per_second: u32,
+    window: Duration,
+}
+
+impl Default for RetryBudgetBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RetryBudgetBuilder {
+    /// A builder starting from the defaults of [`RetryBudget`].
+    pub const fn new() -> Self {
+        Self {
+            ratio: RetryBudget::DEFAULT_RATIO,
+            min_per_second: RetryBudget::DEFAULT_MIN_PER_SECOND,
+            window: RetryBudget::DEFAULT_WINDOW,
+        }
+    }
+
+    /// Sets the retries allowed per request sent, on top of the floor: a ratio, not a percentage, so
+    /// 20 % extra load is `0.2`. Defaults to `0.2` ([`RetryBudget::DEFAULT_RATIO`]).
+    ///
+    /// Valid within `0.0..=1.0`: `0.0` leaves only the floor of
+    /// [`min_per_second`](Self::min_per_second), and `1.0`, a retry for every request, at most doubles
+    /// the load on a failing server; above that a budget no longer protects it, and
+    /// [`no_budget`](crate::RetryPolicyBuilder::no_budget) says so more plainly. Exact to five
+    /// decimals (thousandths of a percent).
+    pub const fn ratio(mut self, ratio: f64) -> Self {
+        self.ratio = ratio;
+        self
+    }
+
+    /// Sets the floor: retries a second allowed whatever the traffic, so that a client sending few
+    /// requests can still retry. Defaults to 10 ([`RetryBudget::DEFAULT_MIN_PER_SECOND`]).
+    ///
+    /// Any value is valid; `0` leaves only the [`ratio`](Self::ratio). The floor is held as
+    /// `min_per_second × window` retries per window, not spread evenly within it.
+    pub const fn min_per_second(mut self, min_per_second: u32) -> Self {
+        self.min_per_second = min_per_second;
+        self
+    }
+
+    /// Sets how long a deposit or a withdrawal counts: the span over which the ratio is measured.
+    /// Defaults to 10 s ([`RetryBudget::DEFAULT_WINDOW`]).
+    ///
+    /// Valid from 1 s to 60 s, the bounds Finagle (and tower) use. Under 1 s the floor, held in whole
+    /// retries per window, can round to none: 1 retry a second over 500 ms is half a retry. Over 60 s
+    /// the window banks the deposits of a long calm spell, which the first moments of an outage could
+    /// then spend in one burst.
+    pub const fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Validates the shape and opens a new account with it.
+    pub fn build(self) -> Result<RetryBudget, ConfigError> {
+        // Written so that NaN fails too.
+        if !(0.0..=MAX_RATIO).contains(&self.ratio) {
+            return Err(ConfigError::BudgetRatio(self.ratio));
+        }
+        if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
             return Err(ConfigError::BudgetWindow(self.window));
         }
-        Ok(())
-    }
-
-    /// Builds the budget of a validated configuration.
-    pub(crate) fn build(&self) -> RetryBudget {
-        RetryBudget::new(self)
+        Ok(RetryBudget::new(self))
     }
 }
 
 /// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
 const SLOTS: usize = 10;
-/// What one retry costs, in units; a deposit is worth `percent × 1000` units.
+/// What one retry costs, in units; a deposit is worth `ratio × RETRY_COST` units.
 const RETRY_COST: i64 = 100_000;
 /// A deposit reads the clock once in this many, to move the window along without a per-request clock.
 const CLOCK_EVERY: u64 = 64;
@@ -86,10 +281,10 @@ const CLOCK_EVERY: u64 = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Withdrawal(NonZeroU64);
 
-/// A Finagle-style retry budget: a sliding window of deposits (one per request) and withdrawals (one per
-/// retry) over a floor of retries per second.
+/// The account behind a [`RetryBudget`] and all its clones: a Finagle-style sliding window of deposits
+/// (one per request) and withdrawals (one per retry) over a floor of retries per second.
 #[derive(Debug)]
-pub(crate) struct RetryBudget {
+struct Account {
     origin: Instant,
     slot: Duration,
     /// How many slots have begun since `origin`; moved along under `rotation`.
@@ -100,29 +295,32 @@ pub(crate) struct RetryBudget {
     deposit: i64,
     /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract.
     rotation: Mutex<()>,
+    /// The validated shape, as configured, for the accessors and `Debug`.
+    shape: RetryBudgetBuilder,
 }
 
-impl RetryBudget {
-    fn new(config: &BudgetConfig) -> Self {
-        // Both products stay far below `i64::MAX`: percent ≤ 1000 and min_per_second × 60 s × 100 000 < 2^55.
-        let deposit = (f64::from(config.percent) * 1000.0).round() as i64;
-        let reserve = (f64::from(config.min_per_second)
-            * config.window.as_secs_f64()
+impl Account {
+    fn new(shape: RetryBudgetBuilder) -> Self {
+        // Both products stay far below `i64::MAX`: ratio ≤ 1 and min_per_second × 60 s × 100 000 < 2^55.
+        let deposit = (shape.ratio * RETRY_COST as f64).round() as i64;
+        let reserve = (f64::from(shape.min_per_second)
+            * shape.window.as_secs_f64()
             * RETRY_COST as f64) as i64;
         Self {
             origin: Instant::now(),
-            slot: config.window / SLOTS as u32,
+            slot: shape.window / SLOTS as u32,
             epoch: AtomicU64::new(0),
             balances: Default::default(),
             deposits: AtomicU64::new(0),
             reserve,
             deposit,
             rotation: Mutex::new(()),
+            shape,
         }
     }
 
     /// Records one request.
-    pub(crate) fn deposit(&self) {
+    fn deposit(&self) {
         if self
             .deposits
             .fetch_add(1, Ordering::Relaxed)
@@ -135,9 +333,7 @@ impl RetryBudget {
         self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
     }
 
-    /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
-    /// [`refund`](Self::refund) should the retry never be sent.
-    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
+    fn withdraw(&self) -> Option<Withdrawal> {
         let _guard = self.lock();
         let epoch = self.rotate(Instant::now());
         let balance = self
@@ -152,10 +348,9 @@ impl RetryBudget {
         Some(Withdrawal(NonZeroU64::MIN.saturating_add(epoch)))
     }
 
-    /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,
-    /// before it), in the slot it was taken from. A withdrawal that has already expired with the window
-    /// has nothing left to give back.
-    pub(crate) fn refund(&self, withdrawal: Withdrawal) {
+    /// Gives back a withdrawal in the slot it was taken from. A withdrawal that has already expired with
+    /// the window has nothing left to give back.
+    fn refund(&self, withdrawal: Withdrawal) {
         let _guard = self.lock();
         let epoch = withdrawal.0.get() - 1;
         let current = self.rotate(Instant::now());
@@ -196,14 +391,13 @@ fn slot_of(epoch: u64) -> usize {
 mod tests {
     use super::*;
 
-    fn budget(percent: f32, min_per_second: u32, window_secs: u64) -> RetryBudget {
-        let config = BudgetConfig {
-            window: Duration::from_secs(window_secs),
-            min_per_second,
-            percent,
-        };
-        config.validate().unwrap();
-        config.build()
+    fn budget(ratio: f64, min_per_second: u32, window_secs: u64) -> RetryBudget {
+        RetryBudget::builder()
+            .ratio(ratio)
+            .min_per_second(min_per_second)
+            .window(Duration::from_secs(window_secs))
+            .build()
+            .unwrap()
     }
 
     fn drain(budget: &RetryBudget) -> u32 {
@@ -215,20 +409,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn percentages_are_exact() {
-        for (percent, want) in [
-            (20.0, 200),
-            (40.0, 400),
-            (30.0, 300),
-            (12.5, 125),
-            (250.0, 2500),
+    async fn ratios_are_exact() {
+        for (ratio, want) in [
+            (0.2, 200),
+            (0.4, 400),
+            (0.3, 300),
+            (0.125, 125),
+            (1.0, 1000),
+            (0.001, 1),
         ] {
-            let b = budget(percent, 0, 10);
+            let b = budget(ratio, 0, 10);
             for _ in 0..1000 {
                 b.deposit();
             }
-            assert_eq!(drain(&b), want, "{percent} %");
+            assert_eq!(drain(&b), want, "ratio {ratio}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ratio_is_exact_to_five_decimals() {
+        let b = budget(0.000_01, 0, 10);
+        for _ in 0..100_000 {
+            b.deposit();
+        }
+        assert_eq!(drain(&b), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -239,7 +443,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn deposits_and_withdrawals_expire_with_the_window() {
-        let b = budget(100.0, 0, 10);
+        let b = budget(1.0, 0, 10);
         let batch = CLOCK_EVERY as u32;
         for _ in 0..batch {
             b.deposit();
@@ -269,7 +473,7 @@ mod tests {
     async fn deposits_between_clock_readings_land_in_the_last_slot_read() {
         // The documented approximation: after a quiet spell, up to CLOCK_EVERY - 1 deposits are counted
         // in the slot of the last clock reading, and expire with it.
-        let b = budget(100.0, 0, 10);
+        let b = budget(1.0, 0, 10);
         b.deposit();
         tokio::time::advance(Duration::from_secs(9)).await;
         for _ in 1..CLOCK_EVERY {
@@ -290,7 +494,7 @@ mod tests {
 
     #[test]
     fn concurrent_withdrawals_never_overdraw() {
-        let b = std::sync::Arc::new(budget(0.0, 100, 1));
+        let b = budget(0.0, 100, 1);
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let b = b.clone();
@@ -299,5 +503,36 @@ mod tests {
             .collect();
         let granted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(granted, 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_draw_on_one_account() {
+        let b = budget(1.0, 0, 10);
+        let clone = b.clone();
+        for _ in 0..10 {
+            b.deposit();
+        }
+        for _ in 0..10 {
+            clone.deposit();
+        }
+        assert_eq!(drain(&clone), 20);
+        assert_eq!(drain(&b), 0);
+        // A budget built from the same shape is an account of its own.
+        let other = budget(1.0, 0, 10);
+        other.deposit();
+        assert_eq!(drain(&other), 1);
+    }
+
+    #[test]
+    fn the_default_is_a_fifth_of_the_load_ten_a_second_over_ten_seconds() {
+        let b = RetryBudget::default();
+        assert_eq!(
+            (b.ratio(), b.min_per_second(), b.window()),
+            (0.2, 10, Duration::from_secs(10))
+        );
+        assert_eq!(
+            format!("{b:?}"),
+            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s }"
+        );
     }
 }

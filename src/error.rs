@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 use crate::classify::AsError;
 use crate::state::RetryInfo;
 
@@ -21,9 +22,10 @@ pub enum ConfigError {
         /// The configured initial delay.
         initial: Duration,
     },
-    /// The retry budget's percentage of extra load is outside `0..=1000`, or NaN.
-    BudgetPercent(f32),
-    /// The retry budget's window is outside `1 s..=60 s`.
+    /// The retry budget's [`ratio`](crate::RetryBudgetBuilder::ratio) is outside `0.0..=1.0`, or NaN:
+    /// often a percentage where a ratio belongs (`20.0` for `0.2`).
+    BudgetRatio(f64),
+    /// The retry budget's [`window`](crate::RetryBudgetBuilder::window) is outside 1 s to 60 s.
     BudgetWindow(Duration),
     /// `max_elapsed` is zero: no attempt could ever be made.
     MaxElapsed(Duration),
@@ -41,11 +43,36 @@ impl fmt::Display for ConfigError {
                 f,
                 "backoff max_delay ({max_delay:?}) must not be below the initial delay ({initial:?})"
             ),
-            Self::BudgetPercent(percent) => {
-                write!(f, "budget percent must be within 0..=1000, got {percent}")
+            Self::BudgetRatio(ratio) => {
+                write!(
+                    f,
+                    "budget ratio must be within 0.0..={MAX_RATIO:?}, got {ratio}: it is retries per \
+                     request, not a percentage, so 20 % is 0.2"
+                )?;
+                if *ratio > MAX_RATIO {
+                    f.write_str(
+                        ", and over 1.0 retries would more than double the load on a failing server \
+                         (use no_budget() for no budget)",
+                    )?;
+                }
+                Ok(())
             }
             Self::BudgetWindow(window) => {
-                write!(f, "budget window must be within 1s..=60s, got {window:?}")
+                write!(
+                    f,
+                    "budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {window:?}: "
+                )?;
+                if *window < MIN_WINDOW {
+                    f.write_str(
+                        "the floor of min_per_second is held as whole retries per window, and under \
+                         1s it can round to none (1 retry/s over 500ms is half a retry)",
+                    )
+                } else {
+                    f.write_str(
+                        "the window banks the deposits of calm spells, and over 60s the first \
+                         moments of an outage could spend more than a minute's worth of them at once",
+                    )
+                }
             }
             Self::MaxElapsed(max_elapsed) => write!(
                 f,

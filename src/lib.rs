@@ -128,6 +128,7 @@ mod reqwest;
 pub mod tower;
 
 pub use crate::backoff::{Backoff, Delays, Jitter};
+pub use crate::budget::{RetryBudget, RetryBudgetBuilder};
 pub use crate::classify::{Outcome, Reason};
 pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, RetryPolicyBuilder};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::budget::{BudgetConfig, RetryBudget};
+use crate::budget::RetryBudget;
 use crate::classify::{ClassifyHttp, DefaultClassifier, Reason};
 use crate::error::ConfigError;
 use crate::rng::{StreamSource, entropy_seed};
@@ -67,7 +67,8 @@ type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 ///
 /// Cheap to clone; clones share one retry budget and one seed, so a policy is meant to be built once and
 /// shared by every request of a client. Each request runs its own [`RetryState`] from
-/// [`RetryPolicy::start`].
+/// [`RetryPolicy::start`]. Differently configured policies share a budget when they are built with
+/// clones of one [`RetryBudget`] (see [`RetryPolicyBuilder::budget`]).
 ///
 /// # Default
 ///
@@ -80,7 +81,7 @@ type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// | `max_retry_after` | 30 s |
 /// | `retry_after` | [`RetryAfterMode::Spread`] |
 /// | idempotency rule | on |
-/// | budget | 20 % of requests, at least 10 retries/s, over a 10 s window |
+/// | budget | [`RetryBudget::default`], its own: ratio 0.2 (20 % extra load), at least 10 retries/s, over a 10 s window |
 /// | seed | from OS entropy |
 /// | classifier | [`DefaultClassifier`] |
 #[derive(Clone)]
@@ -114,7 +115,7 @@ impl fmt::Debug for RetryPolicy {
             .field("max_retry_after", &s.max_retry_after)
             .field("retry_after", &s.retry_after)
             .field("idempotency", &s.idempotency)
-            .field("budget", &s.budget.is_some())
+            .field("budget", &s.budget)
             .field("seed", &s.streams.seed())
             .finish_non_exhaustive()
     }
@@ -190,6 +191,12 @@ impl RetryPolicy {
     pub fn classifier(&self) -> &dyn ClassifyHttp {
         &*self.shared.classifier
     }
+
+    /// The retry budget this policy draws on, if it has one: its shape for a log line, or a clone to
+    /// build another policy that shares it.
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.shared.budget.as_ref()
+    }
 }
 
 /// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
@@ -215,10 +222,21 @@ pub struct RetryPolicyBuilder {
     max_retry_after: Duration,
     retry_after: RetryAfterMode,
     idempotency: bool,
-    budget: Option<BudgetConfig>,
+    budget: Budget,
     seed: Option<u64>,
     classifier: Box<dyn ClassifyHttp>,
     on_retry: Option<Box<RetryHook>>,
+}
+
+/// The budget a builder will give its policy.
+#[derive(Debug)]
+enum Budget {
+    /// A [`RetryBudget::default`] of its own, opened by `build`.
+    Default,
+    /// The account of a [`RetryBudget`], shared with whatever else holds a clone of it.
+    Given(RetryBudget),
+    /// None: [`RetryPolicyBuilder::no_budget`].
+    Off,
 }
 
 impl fmt::Debug for RetryPolicyBuilder {
@@ -254,7 +272,7 @@ impl RetryPolicyBuilder {
             max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
             retry_after: RetryAfterMode::Spread,
             idempotency: true,
-            budget: Some(BudgetConfig::default()),
+            budget: Budget::Default,
             seed: None,
             classifier: Box::new(DefaultClassifier),
             on_retry: None,
@@ -343,21 +361,28 @@ impl RetryPolicyBuilder {
 
     /// Turns the retry budget off: only `max_retries` and `max_elapsed` limit the retries.
     pub fn no_budget(mut self) -> Self {
-        self.budget = None;
+        self.budget = Budget::Off;
         self
     }
 
-    /// Sets the retry budget: retries may add `percent` % to the load of the last `window`, plus
-    /// `min_per_second` retries per second at any rate. Defaults to 20 %, 10/s, 10 s.
+    /// Sets the retry budget the policy draws on. Defaults to a [`RetryBudget::default()`] of the
+    /// policy's own (ratio 0.2, at least 10 retries/s, over a 10 s window), shared only by its clones.
     ///
-    /// `percent` must be within `0..=1000` (exact to three decimals) and `window` within 1 s to 60 s.
-    /// Deposits and withdrawals expire with the window; see the budget's notes in the crate docs.
-    pub fn budget(mut self, percent: f32, min_per_second: u32, window: Duration) -> Self {
-        self.budget = Some(BudgetConfig {
-            window,
-            min_per_second,
-            percent,
-        });
+    /// The policy keeps the budget's account, not a copy of it: every policy built with a clone of
+    /// `budget` draws on the same one, so a `GET` policy and a `POST` policy to one backend, or the
+    /// policies of every host of a client, are limited together.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{RetryBudget, RetryPolicy};
+    ///
+    /// let budget = RetryBudget::builder().ratio(0.1).window(Duration::from_secs(30)).build()?;
+    /// let get = RetryPolicy::builder().budget(budget.clone()).build()?;
+    /// let post = RetryPolicy::builder().max_retries(1).budget(budget).build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Budget::Given(budget);
         self
     }
 
@@ -389,9 +414,6 @@ impl RetryPolicyBuilder {
         if let Some(timeout) = self.attempt_timeout.filter(Duration::is_zero) {
             return Err(ConfigError::AttemptTimeout(timeout));
         }
-        if let Some(budget) = &self.budget {
-            budget.validate()?;
-        }
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 backoff: self.backoff,
@@ -401,7 +423,11 @@ impl RetryPolicyBuilder {
                 max_retry_after: self.max_retry_after,
                 retry_after: self.retry_after,
                 idempotency: self.idempotency,
-                budget: self.budget.map(|b| b.build()),
+                budget: match self.budget {
+                    Budget::Default => Some(RetryBudget::default()),
+                    Budget::Given(budget) => Some(budget),
+                    Budget::Off => None,
+                },
                 streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
                 classifier: self.classifier,
                 on_retry: self.on_retry,

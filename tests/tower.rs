@@ -14,7 +14,7 @@ use std::time::Duration;
 use http::{Method, Request, Response, StatusCode};
 use stagger::adapter::{AsError, Attempt, Replay, Sent};
 use stagger::{
-    Backoff, Jitter, RetryAfterMode, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
+    Backoff, Jitter, RetryAfterMode, RetryBudget, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
     RetryPolicyBuilder, StopReason,
 };
 use tokio::time::Instant;
@@ -326,7 +326,14 @@ async fn a_zero_percent_budget_allows_only_its_reserve_across_concurrent_request
     // No share of the load, and a reserve of 1 retry per second over a 1 s window: one retry in all.
     let policy = exact(ms(1))
         .max_retries(3)
-        .budget(0.0, 1, Duration::from_secs(1))
+        .budget(
+            RetryBudget::builder()
+                .ratio(0.0)
+                .min_per_second(1)
+                .window(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap();
     let service = ServiceBuilder::new()
@@ -361,7 +368,14 @@ async fn a_ten_percent_budget_retries_one_request_in_ten() {
     let hits = Hits::default();
     let policy = exact(ms(1))
         .max_retries(3)
-        .budget(10.0, 0, Duration::from_secs(10))
+        .budget(
+            RetryBudget::builder()
+                .ratio(0.1)
+                .min_per_second(0)
+                .window(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap();
     let service = ServiceBuilder::new()
@@ -1168,7 +1182,14 @@ async fn a_call_dropped_mid_sleep_gives_its_retry_back_to_the_budget() {
         RetryPolicy::builder()
             .backoff(Backoff::fixed(ms(100)))
             .max_retries(1)
-            .budget(0.0, 1, Duration::from_secs(1))
+            .budget(
+                RetryBudget::builder()
+                    .ratio(0.0)
+                    .min_per_second(1)
+                    .window(Duration::from_secs(1))
+                    .build()
+                    .unwrap(),
+            )
             .build()
             .unwrap()
     };
