@@ -18,12 +18,15 @@
 //!
 //! The table gives, per row: attempts the server saw, the most in any 10 ms once it is back up (its
 //! capacity is 20), when the clients got their final response (median, 99th percentile, last), the most
-//! attempts one client made (from [`RetryInfo`]) and how many clients gave up. The chart shows attempts
-//! per 10 ms over time.
+//! attempts one client made (from [`RetryInfo`]) and how many clients gave up. The charts show attempts
+//! per 10 ms over time, one per herd: `herd.svg` and `herd-retry-after.svg`, written to `target/herd/`
+//! (under `CARGO_TARGET_DIR` if it is set) or to the directory given with `--out`, which is created if
+//! need be. The README's charts are made with `--out docs`.
 //!
 //! ```text
-//! cargo run --release --all-features --example herd
-//! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --chart /tmp/herd.svg
+//! cargo run --release --all-features --example herd                   # charts in target/herd/
+//! cargo run --release --all-features --example herd -- --out docs     # the README's charts
+//! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --out /tmp/herd
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
@@ -63,6 +66,12 @@ fn main() {
     if args.real {
         real::run(&args);
         return;
+    }
+    // Before the run, not after it: a directory that cannot be made is an error in a second, not a
+    // lost minute.
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("cannot create {}: {e}", args.out.display());
+        std::process::exit(2);
     }
     let wall = std::time::Instant::now();
     let scenario = Scenario {
@@ -114,7 +123,7 @@ fn main() {
         }
         if index + 1 == herd_rows.len() {
             draw_chart_or_complain(
-                &args.chart,
+                &args.out.join("herd.svg"),
                 &format!("{} clients after a 500 ms outage", scenario.clients),
                 &herd,
                 scenario.server.capacity_per_bucket(),
@@ -127,7 +136,7 @@ fn main() {
         }
     });
     draw_chart_or_complain(
-        &args.retry_after_chart(),
+        &args.out.join("herd-retry-after.svg"),
         &format!(
             "{} clients told Retry-After: {RETRY_AFTER_SECONDS}",
             scenario.clients
@@ -886,12 +895,13 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-const USAGE: &str = "usage: herd [--clients N] [--seed N] [--chart PATH] [--threads N] [--real]
+const USAGE: &str = "usage: herd [--clients N] [--seed N] [--out DIR] [--threads N] [--real]
 
   --clients N   clients in the herd (default 1000; 200 with --real)
   --seed N      seed of the network and of every client's jitter (default 1)
-  --chart PATH  where to draw the chart (default docs/herd.svg); the Retry-After herd's chart goes
-                next to it, with -retry-after before the extension
+  --out DIR     where to write the charts, herd.svg and herd-retry-after.svg, creating DIR if need
+                be (default target/herd, under CARGO_TARGET_DIR if set; --out docs for the README's);
+                not with --real, which draws none
   --threads N   rows simulated at once in virtual time, each on its own thread (default: the
                 machine's cores); the figures are the same for any N
   --real        a smaller herd over loopback sockets (axum and reqwest), in real time";
@@ -899,7 +909,8 @@ const USAGE: &str = "usage: herd [--clients N] [--seed N] [--chart PATH] [--thre
 struct Args {
     clients: usize,
     seed: u64,
-    chart: PathBuf,
+    /// The directory the charts are written to.
+    out: PathBuf,
     real: bool,
     /// Rows simulated at once, each on its own thread.
     threads: usize,
@@ -909,7 +920,7 @@ impl Args {
     fn parse() -> Result<Self, String> {
         let mut clients = None;
         let mut seed = 1;
-        let mut chart = None;
+        let mut out = None;
         let mut real = false;
         let mut threads = None;
         let mut argv = std::env::args().skip(1);
@@ -928,7 +939,14 @@ impl Args {
                     let text = value("--seed")?;
                     seed = text.parse().map_err(|e| format!("--seed {text}: {e}"))?;
                 }
-                "--chart" => chart = Some(PathBuf::from(value("--chart")?)),
+                "--out" => {
+                    let dir = value("--out")?;
+                    // `--out --seed 7` is a forgotten directory, not a directory named `--seed`.
+                    if dir.is_empty() || dir.starts_with("--") {
+                        return Err(format!("--out needs a directory, not {dir:?}"));
+                    }
+                    out = Some(PathBuf::from(dir));
+                }
                 "--real" => real = true,
                 "-h" | "--help" => {
                     println!("{USAGE}");
@@ -937,31 +955,30 @@ impl Args {
                 other => return Err(format!("unknown argument {other}")),
             }
         }
+        if real && out.is_some() {
+            return Err("--out: --real draws no charts".into());
+        }
         Ok(Self {
             clients: clients.unwrap_or(if real { 200 } else { 1000 }),
             seed,
-            chart: chart
-                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/herd.svg")),
+            out: out.unwrap_or_else(default_out),
             real,
             threads: threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
             }),
         })
     }
+}
 
-    /// The Retry-After herd's chart: next to the main one, `herd.svg` → `herd-retry-after.svg`.
-    fn retry_after_chart(&self) -> PathBuf {
-        let stem = self
-            .chart
-            .file_stem()
-            .map_or("herd".into(), |s| s.to_string_lossy());
-        let ext = self
-            .chart
-            .extension()
-            .map_or("svg".into(), |s| s.to_string_lossy());
-        self.chart
-            .with_file_name(format!("{stem}-retry-after.{ext}"))
-    }
+/// `herd/` in cargo's target directory: `CARGO_TARGET_DIR` if it is set (relative to where cargo was
+/// run, which `cargo run` keeps as the working directory), else `target/` in the crate. A target
+/// directory set in `.cargo/config.toml` or with `--target-dir` is not visible here: pass `--out`.
+fn default_out() -> PathBuf {
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+    };
+    target.join("herd")
 }
 
 /// Parses `text`, the value of `flag`, as a count of at least 1.
