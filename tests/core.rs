@@ -491,14 +491,7 @@ async fn attempts_that_run_past_the_deadline_leave_no_retry() {
 async fn the_budget_is_shared_by_every_clone_of_a_policy() {
     // No percentage, a floor of 1 retry/s over a 1 s window: one retry in reserve, for all clones.
     let policy = base()
-        .budget(
-            RetryBudget::builder()
-                .ratio(0.0)
-                .min_per_second(1)
-                .window(Duration::from_secs(1))
-                .build()
-                .unwrap(),
-        )
+        .budget(budget_of_one())
         .max_retries(5)
         .build()
         .unwrap();
@@ -715,14 +708,7 @@ async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(100 * MS))
         .max_elapsed(Duration::from_secs(1))
-        .budget(
-            RetryBudget::builder()
-                .ratio(0.0)
-                .min_per_second(1)
-                .window(Duration::from_secs(1))
-                .build()
-                .unwrap(),
-        )
+        .budget(budget_of_one())
         .build()
         .unwrap();
     let mut late = policy.start();
@@ -752,14 +738,7 @@ async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_
 async fn a_state_dropped_between_a_retry_and_its_sending_gives_the_withdrawal_back() {
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(100 * MS))
-        .budget(
-            RetryBudget::builder()
-                .ratio(0.0)
-                .min_per_second(1)
-                .window(Duration::from_secs(1))
-                .build()
-                .unwrap(),
-        )
+        .budget(budget_of_one())
         .build()
         .unwrap();
     for _ in 0..5 {

@@ -81,6 +81,16 @@ impl Hits {
     }
 }
 
+/// A budget of exactly one retry: no share of the load, a floor of one retry a second over one second.
+fn one_retry() -> RetryBudget {
+    RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_second(1)
+        .window(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
 /// An in-process server that answers attempt `n` (from 1) with `respond(n, &request)`.
 fn server<F>(
     hits: &Hits,
@@ -326,14 +336,7 @@ async fn a_zero_percent_budget_allows_only_its_reserve_across_concurrent_request
     // No share of the load, and a reserve of 1 retry per second over a 1 s window: one retry in all.
     let policy = exact(ms(1))
         .max_retries(3)
-        .budget(
-            RetryBudget::builder()
-                .ratio(0.0)
-                .min_per_second(1)
-                .window(Duration::from_secs(1))
-                .build()
-                .unwrap(),
-        )
+        .budget(one_retry())
         .build()
         .unwrap();
     let service = ServiceBuilder::new()
@@ -1178,24 +1181,17 @@ async fn a_readiness_error_before_a_retry_is_returned_with_what_the_retries_did(
 #[tokio::test(start_paused = true)]
 async fn a_call_dropped_mid_sleep_gives_its_retry_back_to_the_budget() {
     // A budget of exactly one retry: no percentage, one retry per second over a one-second window.
-    let budget_of_one = || {
+    let policy_of_one = || {
         RetryPolicy::builder()
             .backoff(Backoff::fixed(ms(100)))
             .max_retries(1)
-            .budget(
-                RetryBudget::builder()
-                    .ratio(0.0)
-                    .min_per_second(1)
-                    .window(Duration::from_secs(1))
-                    .build()
-                    .unwrap(),
-            )
+            .budget(one_retry())
             .build()
             .unwrap()
     };
 
     // Dropped during its sleep: the retry it had withdrawn was never sent, and is given back.
-    let policy = budget_of_one();
+    let policy = policy_of_one();
     let hits = Hits::default();
     let first = tokio::spawn(send(policy.clone(), server(&hits, always(503)), get()));
     tokio::time::sleep(ms(50)).await;
@@ -1208,7 +1204,7 @@ async fn a_call_dropped_mid_sleep_gives_its_retry_back_to_the_budget() {
     assert_eq!(info(&response).attempts(), 2, "the retry was given back");
 
     // The control: a first call that sends its retry spends the budget.
-    let policy = budget_of_one();
+    let policy = policy_of_one();
     let hits = Hits::default();
     send(policy.clone(), server(&hits, always(503)), get())
         .await
