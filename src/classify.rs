@@ -4,7 +4,7 @@ use std::error::Error;
 use std::fmt;
 use std::io;
 
-use http::{HeaderMap, Method, StatusCode, Uri};
+use http::{Extensions, HeaderMap, Method, StatusCode, Uri};
 
 /// The meaning of one attempt's outcome, as a classifier sees it.
 ///
@@ -204,6 +204,9 @@ pub enum AttemptResult<'a> {
         status: StatusCode,
         /// The response's headers.
         headers: &'a HeaderMap,
+        /// The response's extensions: where a layer below the retry layer can leave what it read
+        /// in the body (see [`from_fn`]'s example), since the classifier never reads the body itself.
+        extensions: &'a Extensions,
     },
     /// The attempt failed without a response.
     Error(&'a (dyn Error + 'static)),
@@ -211,22 +214,14 @@ pub enum AttemptResult<'a> {
 
 /// Decides what an HTTP attempt's outcome means.
 ///
-/// Implemented for closures `Fn(&RequestView, &AttemptResult) -> Outcome`. To extend the default rather
-/// than replace it, fall back to [`DefaultClassifier`]:
-///
-/// ```
-/// use http::StatusCode;
-/// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason, RequestView};
-///
-/// // Also retry 409 Conflict, which this service uses for "try again".
-/// let classify = |req: &RequestView<'_>, result: &AttemptResult<'_>| match result {
-///     AttemptResult::Response { status: StatusCode::CONFLICT, .. } => {
-///         Outcome::RetryIfIdempotent(Reason::Status(StatusCode::CONFLICT))
-///     }
-///     _ => DefaultClassifier.classify(req, result),
-/// };
-/// # let _ = stagger::RetryPolicy::builder().classifier(classify);
-/// ```
+/// The easiest classifier is a closure passed to [`from_fn`]; a type of your own implements this
+/// trait. To extend the default rather than replace it, fall back to [`DefaultClassifier`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an HTTP classifier",
+    label = "expected a `ClassifyHttp`",
+    note = "wrap a closure in `stagger::classify::from_fn(|request, result| ...)`: its argument types are then inferred",
+    note = "a closure passed here directly must spell its argument types: `|request: &RequestView<'_>, result: &AttemptResult<'_>|`"
+)]
 pub trait ClassifyHttp: Send + Sync + 'static {
     /// Classifies one attempt of `request`.
     fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome;
@@ -238,6 +233,83 @@ where
 {
     fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
         self(request, result)
+    }
+}
+
+/// A classifier from a closure, whose argument types need no annotation.
+///
+/// The closure gets the request (method, target, headers) and what the attempt produced (a response's
+/// status, headers and extensions, or an error) and returns an [`Outcome`]. Falling back to
+/// [`DefaultClassifier`] keeps every other rule:
+///
+/// ```
+/// use http::{Method, StatusCode};
+/// use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason};
+/// use stagger::RetryPolicy;
+///
+/// let policy = RetryPolicy::builder()
+///     .classifier(classify::from_fn(|request, result| {
+///         match result {
+///             // Never retry the payment endpoint, whatever happened.
+///             _ if request.path() == Some("/payments") => Outcome::Fatal,
+///             // This service answers 409 on /orders for "try again".
+///             AttemptResult::Response { status: StatusCode::CONFLICT, .. }
+///                 if request.path() == Some("/orders") =>
+///             {
+///                 Outcome::RetryIfIdempotent(Reason::Status(StatusCode::CONFLICT))
+///             }
+///             _ => DefaultClassifier.classify(request, result),
+///         }
+///     }))
+///     .build()
+///     .unwrap();
+/// # let _ = (policy, Method::GET);
+/// ```
+///
+/// A flag in the body (say a JSON `{"retryable": true}`) is read by a layer below the retry layer,
+/// which buffers the body, gives the response a copy of it, and leaves the verdict in the response's
+/// extensions, where the closure finds it: `examples/classifier.rs` does so for `reqwest::Client`.
+///
+/// ```
+/// use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason};
+///
+/// /// Put into a response's extensions by the layer that read its body.
+/// #[derive(Clone, Copy)]
+/// struct BodySaysRetryable;
+///
+/// let classifier = classify::from_fn(|request, result| match result {
+///     AttemptResult::Response { status, extensions, .. }
+///         if extensions.get::<BodySaysRetryable>().is_some() =>
+///     {
+///         Outcome::RetryIfIdempotent(Reason::Status(*status))
+///     }
+///     _ => DefaultClassifier.classify(request, result),
+/// });
+/// # let _ = stagger::RetryPolicy::builder().classifier(classifier);
+/// ```
+pub fn from_fn<F>(classify: F) -> FromFn<F>
+where
+    F: Fn(&RequestView<'_>, &AttemptResult<'_>) -> Outcome + Send + Sync + 'static,
+{
+    FromFn(classify)
+}
+
+/// The classifier [`from_fn`] makes.
+#[derive(Clone, Copy)]
+pub struct FromFn<F>(F);
+
+impl<F> fmt::Debug for FromFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("FromFn").finish_non_exhaustive()
+    }
+}
+
+impl<F> ClassifyHttp for FromFn<F>
+where
+    F: Fn(&RequestView<'_>, &AttemptResult<'_>) -> Outcome + Send + Sync + 'static,
+{
+    fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+        (self.0)(request, result)
     }
 }
 
@@ -482,6 +554,12 @@ fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
 ///
 /// Implemented for the errors of the clients this crate supports and for boxed errors (what
 /// `tower::timeout` and `tower::util::BoxService` produce). For an error type of your own, return `self`.
+#[diagnostic::on_unimplemented(
+    message = "stagger's HTTP classifier cannot read the error type `{Self}`",
+    note = "implemented for std::io::Error, http::Error, tower's and tokio's Elapsed, boxed errors, and with their features for reqwest 0.13, hyper 1, hyper-util 0.1 and h2 0.4 errors",
+    note = "a reqwest or hyper error: turn on stagger's `reqwest` / `hyper` / `hyper-util` / `h2` feature, and check `cargo tree -d` for a second copy of that crate (another major version is a different type)",
+    note = "an error type of your own: `impl stagger::adapter::AsError for MyError {{ fn as_error(&self) -> &(dyn std::error::Error + 'static) {{ self }} }}`"
+)]
 pub trait AsError {
     /// This error as a trait object.
     fn as_error(&self) -> &(dyn Error + 'static);

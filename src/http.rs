@@ -22,6 +22,8 @@ pub trait HttpResponse {
     fn status(&self) -> StatusCode;
     /// The response's headers.
     fn headers(&self) -> &HeaderMap;
+    /// The response's extensions, which the classifier sees.
+    fn extensions(&self) -> &Extensions;
     /// The response's extensions, where [`RetryInfo`] is put.
     fn extensions_mut(&mut self) -> &mut Extensions;
 }
@@ -32,6 +34,9 @@ impl<B> HttpResponse for http::Response<B> {
     }
     fn headers(&self) -> &HeaderMap {
         self.headers()
+    }
+    fn extensions(&self) -> &Extensions {
+        self.extensions()
     }
     fn extensions_mut(&mut self) -> &mut Extensions {
         self.extensions_mut()
@@ -45,6 +50,9 @@ impl HttpResponse for reqwest::Response {
     }
     fn headers(&self) -> &HeaderMap {
         self.headers()
+    }
+    fn extensions(&self) -> &Extensions {
+        self.extensions()
     }
     fn extensions_mut(&mut self) -> &mut Extensions {
         self.extensions_mut()
@@ -66,6 +74,7 @@ where
         Ok(response) => AttemptResult::Response {
             status: response.status(),
             headers: response.headers(),
+            extensions: response.extensions(),
         },
         Err(error) => AttemptResult::Error(error.as_error()),
     };
