@@ -1,0 +1,307 @@
+//! How the default classifier reads an error without a response: the source chain walked outwards in,
+//! each link recognised by type (`reqwest`, `hyper-util`, `hyper`, `h2`, timeouts, `io::Error` kinds).
+
+use std::error::Error;
+use std::io;
+
+use super::{Outcome, Reason};
+
+/// The default classification of an error without a response; see [`DefaultClassifier`].
+///
+/// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
+/// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
+/// start.
+pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
+    for e in chain(error) {
+        if let Some(outcome) = recognise(e) {
+            return outcome;
+        }
+    }
+    Outcome::Fatal
+}
+
+fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(error), |&e| e.source())
+}
+
+/// A connect error is safe to retry: nothing reached the server. Unless the TLS library refused the
+/// server's certificate, which also surfaces as a connect error (`reqwest::Error::is_connect()`), and which
+/// no retry will make valid. Only the connect error's causes are read, never the errors wrapping it.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
+    if chain(connect).skip(1).any(is_certificate_failure) {
+        Outcome::Fatal
+    } else {
+        Outcome::RetrySafe(Reason::Connect)
+    }
+}
+
+/// Whether `e` is a TLS library's refusal of a certificate, as found under a connect error.
+///
+/// This is the one place the classifier reads an error's text. Neither rustls nor native-tls is a
+/// dependency of this crate, and a downcast needs the concrete type: `io::Error::get_ref()` only gives
+/// another `&dyn Error`, and `dyn Error` carries a `TypeId` but no type name. An optional `rustls`
+/// dependency would make the verdict depend on a feature again, and on the user's rustls being the same
+/// major version, and still leave native-tls (OpenSSL, Security.framework, SChannel) to its words. So one
+/// word is read, "certificate", and only from the TLS library's own error:
+///
+/// - rustls's errors arrive inside an `io::Error` of kind `InvalidData` (tokio-rustls), which reqwest 0.13
+///   wraps in another of kind `Other`; `io::Error::source()` skips the error it wraps, so the layers are
+///   opened with `get_ref()`. A certificate rustls refuses reads "invalid peer certificate: UnknownIssuer"
+///   (the one tests/classify.rs sees; in rustls 0.23's source every `InvalidCertificate` begins so, and
+///   "peer sent no certificates" and "received fatal alert: BadCertificate", a server refusing ours, have
+///   the word too);
+/// - native-tls's errors arrive as themselves, and OpenSSL's reads "certificate verify failed" (not
+///   tested here: native-tls is not a dev-dependency).
+///
+/// An `io::Error` of a kind this classifier recognises, at any layer (a refusal, a reset, an EOF such as
+/// tokio-rustls's "tls handshake eof" when a restarting server cuts the handshake short), is the
+/// transport's verdict and never a certificate's; nor is the text of the client errors recognised here,
+/// which includes the URL.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
+    if is_client_error(e) {
+        return false;
+    }
+    let mut error = e;
+    while let Some(io) = error.downcast_ref::<io::Error>() {
+        if recognise_io(io.kind()).is_some() {
+            return false;
+        }
+        match io.get_ref() {
+            Some(inner) => error = inner,
+            None => return false,
+        }
+    }
+    error
+        .to_string()
+        .to_ascii_lowercase()
+        .contains("certificate")
+}
+
+/// Whether `e` is one of the HTTP client errors [`recognise`] knows by type.
+#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+fn is_client_error(e: &(dyn Error + 'static)) -> bool {
+    #[cfg(feature = "reqwest")]
+    if e.is::<reqwest::Error>() {
+        return true;
+    }
+    #[cfg(feature = "hyper-util")]
+    if e.is::<hyper_util::client::legacy::Error>() {
+        return true;
+    }
+    #[cfg(feature = "hyper")]
+    if e.is::<hyper::Error>() {
+        return true;
+    }
+    #[cfg(feature = "h2")]
+    if e.is::<h2::Error>() {
+        return true;
+    }
+    false
+}
+
+fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
+    #[cfg(feature = "reqwest")]
+    if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
+        if reqwest.is_connect() {
+            return Some(connect_failure(e));
+        }
+        if reqwest.is_timeout() {
+            return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+        }
+        if reqwest.is_builder()
+            || reqwest.is_redirect()
+            || reqwest.is_decode()
+            || reqwest.is_status()
+        {
+            return Some(Outcome::Fatal);
+        }
+        // `is_request`/`is_body`: the cause further down the chain decides.
+        return None;
+    }
+    #[cfg(feature = "hyper-util")]
+    if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+        if client.is_connect() {
+            return Some(connect_failure(e));
+        }
+        return None;
+    }
+    #[cfg(feature = "h2")]
+    if let Some(e) = e.downcast_ref::<h2::Error>() {
+        return recognise_h2(e);
+    }
+    #[cfg(feature = "hyper")]
+    if let Some(e) = e.downcast_ref::<hyper::Error>() {
+        if e.is_timeout() {
+            return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+        }
+        if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+            return Some(Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+        }
+        return None;
+    }
+    if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
+        return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+    }
+    if let Some(e) = e.downcast_ref::<io::Error>() {
+        return recognise_io(e.kind());
+    }
+    None
+}
+
+fn recognise_io(kind: io::ErrorKind) -> Option<Outcome> {
+    use io::ErrorKind::*;
+    match kind {
+        ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable
+        | NetworkDown => Some(Outcome::RetrySafe(Reason::Connect)),
+        TimedOut | WouldBlock => Some(Outcome::RetryIfIdempotent(Reason::Timeout)),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | NotConnected => {
+            Some(Outcome::RetryIfIdempotent(Reason::ConnectionClosed))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(feature = "h2")]
+fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
+    if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+        return Some(Outcome::RetrySafe(Reason::RefusedStream));
+    }
+    // What h2 0.4 gives a stream when a GOAWAY is received (`Streams::recv_go_away` in
+    // src/proto/streams/streams.rs): the frame becomes an error with `is_go_away()`, `is_remote()` and the
+    // frame's error code, which goes to exactly the streams we opened whose id is above the frame's
+    // last-stream-id, and is kept as the connection's error, which every stream opened afterwards gets
+    // before anything of it is sent (`ensure_no_conn_error`). The streams at or below last-stream-id are
+    // left to finish; when the connection closes under one of them it gets an I/O error instead
+    // (`BrokenPipe`, "stream closed because of a broken pipe", from `State::recv_eof`), which is a closed
+    // connection below: retried only if idempotent. So a remote GOAWAY on a stream means the server did not
+    // process it (RFC 9113 §8.7: safe to retry, any method).
+    //
+    // Safe is not worth it, though, for every error code: a graceful shutdown (`NO_ERROR`: a draining
+    // load balancer, a restarting server) is what a new connection fixes. A GOAWAY with an error code says
+    // the connection failed; when it excludes the connection's first stream, the server refused the
+    // connection before acting on anything, most likely for what the client sent, and the retry would meet
+    // the same refusal. Go's net/http retries the other error-code cases, but tells that one apart by the
+    // stream id, which an `h2::Error` does not carry; reqwest's own retry (`reqwest::retry`) takes
+    // `NO_ERROR` only. So does this: an error-code GOAWAY is fatal.
+    //
+    // A GOAWAY that h2 sent itself (`is_library()`: it found a protocol error in what the server sent, so
+    // the server did send something, maybe for this very stream) or that the user asked for promises
+    // nothing about the stream: not retried either.
+    if e.is_go_away() {
+        return Some(
+            if e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+                Outcome::RetrySafe(Reason::GoAway)
+            } else {
+                Outcome::Fatal
+            },
+        );
+    }
+    if e.is_io() {
+        return e.get_io().and_then(|io| recognise_io(io.kind()));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use super::*;
+    use crate::classify::AsError;
+
+    #[test]
+    fn io_errors_anywhere_in_the_chain() {
+        #[derive(Debug)]
+        struct Wrapper(io::Error);
+        impl fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("client error")
+            }
+        }
+        impl Error for Wrapper {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = |kind| Wrapper(io::Error::new(kind, "boom"));
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::ConnectionRefused)),
+            Outcome::RetrySafe(Reason::Connect)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::ConnectionReset)),
+            Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::TimedOut)),
+            Outcome::RetryIfIdempotent(Reason::Timeout)
+        );
+        assert_eq!(
+            classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
+            Outcome::Fatal
+        );
+        // The kind is the transport's verdict, whatever the words: a refusal is not a certificate failure.
+        let refused = Wrapper(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        assert_eq!(
+            classify_error(&refused),
+            Outcome::RetrySafe(Reason::Connect)
+        );
+    }
+
+    #[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+    #[test]
+    fn only_a_tls_librarys_own_error_can_say_certificate() {
+        #[derive(Debug)]
+        struct Rustls;
+        impl fmt::Display for Rustls {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("invalid peer certificate: UnknownIssuer")
+            }
+        }
+        impl Error for Rustls {}
+        // As tokio-rustls hands rustls's errors on, and as reqwest passes them up.
+        let refused = io::Error::new(io::ErrorKind::InvalidData, Rustls);
+        assert!(is_certificate_failure(&refused));
+        let refused = io::Error::other(refused);
+        assert!(is_certificate_failure(&refused));
+        assert!(is_certificate_failure(&Rustls));
+        let eof = io::Error::other(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "tls handshake eof",
+        ));
+        assert!(!is_certificate_failure(&eof));
+        let reset = io::Error::other(io::Error::new(io::ErrorKind::ConnectionReset, Rustls));
+        assert!(!is_certificate_failure(&reset));
+        let other = io::Error::new(
+            io::ErrorKind::InvalidData,
+            "received fatal alert: HandshakeFailure",
+        );
+        assert!(!is_certificate_failure(&other));
+    }
+
+    #[test]
+    fn timeouts_from_tower_are_retryable_if_idempotent() {
+        let boxed: Box<dyn Error + Send + Sync> = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(
+            classify_error(boxed.as_error()),
+            Outcome::RetryIfIdempotent(Reason::Timeout)
+        );
+    }
+
+    #[cfg(feature = "h2")]
+    #[test]
+    fn refused_streams_are_safe_to_retry_and_other_resets_are_not() {
+        let refused = h2::Error::from(h2::Reason::REFUSED_STREAM);
+        assert_eq!(
+            classify_error(&refused),
+            Outcome::RetrySafe(Reason::RefusedStream)
+        );
+        let internal = h2::Error::from(h2::Reason::INTERNAL_ERROR);
+        assert_eq!(classify_error(&internal), Outcome::Fatal);
+    }
+}
