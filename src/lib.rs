@@ -6,13 +6,54 @@
 //! same one, respects **idempotency**, and bounds the extra load with **`max_retries`, one deadline and a
 //! retry budget**.
 //!
-//! One I/O-free engine decides — [`RetryPolicy`] and its per-request [`RetryState`](adapter::RetryState) — and thin adapters
-//! sleep and send:
+//! ```no_run
+//! # #[cfg(feature = "reqwest-middleware")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use stagger::{RetryInfo, RetryMiddleware, RetryPolicy};
 //!
-//! - [`RetryLayer`], a `tower::Layer` for `reqwest::Client`, hyper-util's client and any `tower::Service`
-//!   over `http` types (feature `tower`, on by default);
-//! - [`RetryMiddleware`] for `reqwest-middleware` (feature `reqwest-middleware`);
-//! - [`retry()`] for any async operation: reconnect loops, restarting workers.
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(RetryMiddleware::new(RetryPolicy::default()))
+//!     .build();
+//!
+//! let response = client.get("https://httpbin.org/status/503").send().await?;
+//! let info = response.extensions().get::<RetryInfo>().unwrap();
+//! println!("{} after {} attempts", response.status(), info.attempts()); // 503 after 4 attempts
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Map of the crate
+//!
+//! One I/O-free engine decides, and thin adapters sleep and send.
+//!
+//! | to | use |
+//! |---|---|
+//! | retry a reqwest-middleware client | [`RetryMiddleware`] (feature `reqwest-middleware`) |
+//! | retry `reqwest::Client`, hyper-util's client or any `tower::Service` | [`RetryLayer`] (feature `tower`, on by default) |
+//! | retry any async operation: a reconnect loop, a restarting worker | [`retry()`] |
+//! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
+//! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
+//! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`RetryReport`] |
+//! | parse a `Retry-After` yourself | [`parse_retry_after`] |
+//! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
+//!
+//! # Supported versions
+//!
+//! | crate | needed by | supported | lowest checked | tested with |
+//! |---|---|---|---:|---:|
+//! | reqwest | `reqwest`, `reqwest-middleware` | 0.13 | 0.13.1 | 0.13.5 |
+//! | reqwest-middleware | `reqwest-middleware` | 0.5 | 0.5.0 | 0.5.2 |
+//! | tower | always | 0.5 | 0.5.2 | 0.5.3 |
+//! | hyper | `hyper` (implied by `reqwest`) | 1 | 1.6.0 | 1.12.0 |
+//! | hyper-util | `hyper-util` (implied by `reqwest`) | 0.1 | 0.1.12 | 0.1.21 |
+//! | h2 | `h2` (implied by `reqwest`) | 0.4 | 0.4.0 | 0.4.20 |
+//! | tokio | always (its timer) | 1 | 1.47.0 | 1.54.1 |
+//! | http | always | 1 | 1.1.0 | 1.5.0 |
+//!
+//! Another major version (reqwest 0.12, reqwest-middleware 0.4, hyper 0.14) is a different crate to
+//! Rust: the compiler then says that a type "is not a response stagger's HTTP classifier can read", or
+//! that the classifier "cannot read the error type", and `cargo tree -d` shows the second copy. The
+//! minimum supported Rust version is 1.88.
 //!
 //! # The delay convention
 //!

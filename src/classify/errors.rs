@@ -6,7 +6,7 @@ use std::io;
 
 use super::{Outcome, Reason};
 
-/// The default classification of an error without a response; see [`DefaultClassifier`].
+/// The default classification of an error without a response; see [`DefaultClassifier`](super::DefaultClassifier).
 ///
 /// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
 /// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
