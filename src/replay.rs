@@ -59,7 +59,7 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
 ///
 /// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`].
 /// A type of your own can do what neither does, such as record the [`RetryInfo`] in a response that is
-/// not HTTP, and goes to the tower [`Retry`](crate::tower::Retry) service with `Retry::new`:
+/// not HTTP, and goes to the tower `Retry` service with `stagger::tower::Retry::new`:
 ///
 /// ```
 /// use std::io;
@@ -175,7 +175,7 @@ pub trait Replay<Req, Res, E> {
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
 /// [`ClassifyHttp`](crate::classify::ClassifyHttp).
 ///
-/// [`RetryLayer::new`](crate::RetryLayer::new) uses it. It judges an attempt with the policy's
+/// `RetryLayer::new` uses it. It judges an attempt with the policy's
 /// classifier, the request's idempotency and the response's `Retry-After`:
 ///
 /// ```
