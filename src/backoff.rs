@@ -21,6 +21,22 @@ use crate::error::ConfigError;
 ///
 /// The formulas are those of "Exponential Backoff and Jitter" (AWS Architecture Blog, 2015). Jitter is
 /// applied *under* the cap, so no jitter ever waits longer than `max_delay`.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, Jitter};
+///
+/// let backoff = Backoff::exponential(Duration::from_millis(100)).jitter(Jitter::Equal);
+/// // Equal jitter waits at least half the ceiling, and never more than the ceiling.
+/// for (n, delay) in (1..).zip(backoff.delays_seeded(1).take(8)) {
+///     let ceiling = backoff.ceiling(n);
+///     assert!(ceiling / 2 <= delay && delay <= ceiling);
+/// }
+///
+/// // Decorrelated jitter grows from the previous delay instead, and stays under `max_delay` too.
+/// let backoff = backoff.jitter(Jitter::Decorrelated).max_delay(Duration::from_secs(1));
+/// assert!(backoff.delays_seeded(1).take(50).all(|delay| delay <= Duration::from_secs(1)));
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Jitter {
@@ -85,9 +101,30 @@ pub struct Backoff {
 
 impl Backoff {
     /// The default `max_delay` of [`Backoff::exponential`]: 20 s.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stagger::Backoff;
+    /// let backoff = Backoff::exponential(Duration::from_millis(100));
+    /// assert_eq!(backoff.get_max_delay(), Backoff::DEFAULT_MAX_DELAY);
+    /// assert_eq!(Backoff::DEFAULT_MAX_DELAY, Duration::from_secs(20));
+    /// ```
     pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
 
     /// Exponential backoff whose first ceiling is `initial`: base `2.0`, `max_delay` 20 s, full jitter.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100));
+    /// assert_eq!(backoff.initial(), Duration::from_millis(100));
+    /// assert_eq!(backoff.get_base(), 2.0);
+    /// assert_eq!(backoff.get_max_delay(), Duration::from_secs(20));
+    /// assert_eq!(backoff.get_jitter(), Jitter::Full);
+    /// // Ceilings of 100, 200, 400 ms…; full jitter draws each delay at or below its ceiling.
+    /// assert_eq!(backoff.ceiling(3), Duration::from_millis(400));
+    /// ```
     pub const fn exponential(initial: Duration) -> Self {
         Self {
             initial,
@@ -98,6 +135,18 @@ impl Backoff {
     }
 
     /// The same `delay` before every retry, without jitter (add one with [`Backoff::jitter`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter};
+    ///
+    /// let backoff = Backoff::fixed(Duration::from_millis(250));
+    /// assert!(backoff.delays().take(5).all(|delay| delay == Duration::from_millis(250)));
+    ///
+    /// // With jitter, each delay is drawn up to 250 ms instead, so that clients spread out.
+    /// let spread = backoff.jitter(Jitter::Full);
+    /// assert!(spread.delays().take(5).all(|delay| delay <= Duration::from_millis(250)));
+    /// ```
     pub const fn fixed(delay: Duration) -> Self {
         Self {
             initial: delay,
@@ -110,6 +159,15 @@ impl Backoff {
     /// Sets the multiplier between consecutive ceilings. Defaults to `2.0`.
     ///
     /// A base below `1.0`, NaN or infinite is refused by [`Backoff::validate`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::Backoff;
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100)).base(3.0);
+    /// let ceilings: Vec<_> = (1..=4).map(|n| backoff.ceiling(n)).collect();
+    /// assert_eq!(ceilings, [100, 300, 900, 2700].map(Duration::from_millis));
+    /// ```
     pub const fn base(mut self, base: f64) -> Self {
         self.base = base;
         self
@@ -118,12 +176,33 @@ impl Backoff {
     /// Sets the largest delay ever returned. Defaults to 20 s ([`Backoff::DEFAULT_MAX_DELAY`]).
     ///
     /// A `max_delay` below the initial delay is refused by [`Backoff::validate`]; used anyway, the cap wins.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_secs(1))
+    ///     .max_delay(Duration::from_secs(5))
+    ///     .jitter(Jitter::None);
+    /// let delays: Vec<_> = backoff.delays().take(5).collect();
+    /// assert_eq!(delays, [1, 2, 4, 5, 5].map(Duration::from_secs));
+    /// ```
     pub const fn max_delay(mut self, max_delay: Duration) -> Self {
         self.max_delay = max_delay;
         self
     }
 
     /// Sets how delays are drawn below the ceiling. Defaults to [`Jitter::Full`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100));
+    /// // Without jitter every delay is its ceiling: predictable, and every client retries together.
+    /// let delays: Vec<_> = backoff.jitter(Jitter::None).delays().take(3).collect();
+    /// assert_eq!(delays, [100, 200, 400].map(Duration::from_millis));
+    /// ```
     pub const fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
@@ -151,6 +230,25 @@ impl Backoff {
 
     /// Checks that the configuration means something: a finite base of at least `1.0`, and a `max_delay`
     /// no smaller than the initial delay.
+    ///
+    /// [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) calls it, so a policy never holds
+    /// a meaningless backoff.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, ConfigError, RetryPolicy};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_secs(1)).max_delay(Duration::from_millis(500));
+    /// let refused = ConfigError::MaxDelayBelowInitial {
+    ///     max_delay: Duration::from_millis(500),
+    ///     initial: Duration::from_secs(1),
+    /// };
+    /// assert_eq!(backoff.validate(), Err(refused.clone()));
+    /// assert_eq!(RetryPolicy::builder().backoff(backoff).build().unwrap_err(), refused);
+    ///
+    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).base(0.5);
+    /// assert_eq!(shrinking.validate(), Err(ConfigError::InvalidBase(0.5)));
+    /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.base.is_finite() || self.base < 1.0 {
             return Err(ConfigError::InvalidBase(self.base));
@@ -167,6 +265,17 @@ impl Backoff {
     /// The ceiling before retry `n`: `min(max_delay, initial · base^(n−1))`.
     ///
     /// `n` counts retries from 1; `ceiling(0)` is treated as `ceiling(1)`. Saturates to `max_delay`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::Backoff;
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100)).max_delay(Duration::from_secs(1));
+    /// assert_eq!(backoff.ceiling(1), Duration::from_millis(100));
+    /// assert_eq!(backoff.ceiling(4), Duration::from_millis(800));
+    /// assert_eq!(backoff.ceiling(5), Duration::from_secs(1)); // 1.6 s, capped
+    /// assert_eq!(backoff.ceiling(u32::MAX), Duration::from_secs(1)); // no overflow
+    /// ```
     pub fn ceiling(&self, n: u32) -> Duration {
         let exponent = n.saturating_sub(1);
         let initial = self.initial.min(self.max_delay);
@@ -201,11 +310,36 @@ impl Backoff {
     /// The jittered delays before retry 1, 2, 3, …, drawn from a generator seeded from OS entropy.
     ///
     /// The iterator never ends; `take` what you need.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::Backoff;
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100));
+    /// let delays: Vec<Duration> = backoff.delays().take(3).collect();
+    /// // Full jitter: each delay is anywhere from zero to its ceiling, 100, 200 and 400 ms.
+    /// for (n, delay) in (1..).zip(delays) {
+    ///     assert!(delay <= backoff.ceiling(n));
+    /// }
+    /// ```
     pub fn delays(&self) -> Delays {
         Delays::new(*self, SmallRng::seed_from_u64(crate::rng::entropy_seed()))
     }
 
     /// The jittered delays before retry 1, 2, 3, …, the same sequence for the same `seed`.
+    ///
+    /// For tests and simulations; a policy seeds its requests' delays with
+    /// [`RetryPolicyBuilder::seed`](crate::RetryPolicyBuilder::seed).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::Backoff;
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(100));
+    /// let first: Vec<_> = backoff.delays_seeded(42).take(5).collect();
+    /// let again: Vec<_> = backoff.delays_seeded(42).take(5).collect();
+    /// assert_eq!(first, again);
+    /// ```
     pub fn delays_seeded(&self, seed: u64) -> Delays {
         Delays::new(*self, SmallRng::seed_from_u64(seed))
     }
@@ -326,6 +460,21 @@ impl DelayState {
 }
 
 /// The jittered delays of a [`Backoff`], from [`Backoff::delays`] or [`Backoff::delays_seeded`].
+///
+/// An endless [`Iterator`] of [`Duration`]s, the delay before retry 1, 2, 3, …; a clone goes on with
+/// the same sequence from where it was cloned.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, Delays};
+///
+/// let mut delays: Delays = Backoff::exponential(Duration::from_millis(100)).delays_seeded(7);
+/// let first = delays.next().unwrap();
+/// assert!(first <= Duration::from_millis(100));
+///
+/// let copy = delays.clone();
+/// assert!(delays.take(3).eq(copy.take(3)));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Delays {
     backoff: Backoff,

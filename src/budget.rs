@@ -126,13 +126,38 @@ impl fmt::Debug for RetryBudget {
 
 impl RetryBudget {
     /// The default ratio of retries to requests: `0.2`, that is 20 % extra load.
+    ///
+    /// ```
+    /// # use stagger::RetryBudget;
+    /// assert_eq!(RetryBudget::default().ratio(), RetryBudget::DEFAULT_RATIO);
+    /// ```
     pub const DEFAULT_RATIO: f64 = 0.2;
     /// The default floor: 10 retries a second.
+    ///
+    /// ```
+    /// # use stagger::RetryBudget;
+    /// assert_eq!(RetryBudget::default().min_per_second(), RetryBudget::DEFAULT_MIN_PER_SECOND);
+    /// ```
     pub const DEFAULT_MIN_PER_SECOND: u32 = 10;
     /// The default window: 10 s.
+    ///
+    /// ```
+    /// # use stagger::RetryBudget;
+    /// assert_eq!(RetryBudget::default().window(), RetryBudget::DEFAULT_WINDOW);
+    /// ```
     pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
 
     /// A builder starting from the defaults.
+    ///
+    /// ```
+    /// use stagger::RetryBudget;
+    ///
+    /// // A stricter budget: retries may add 5 % to the load, plus 2 a second.
+    /// let budget = RetryBudget::builder().ratio(0.05).min_per_second(2).build()?;
+    /// assert_eq!((budget.ratio(), budget.min_per_second()), (0.05, 2));
+    /// assert_eq!(budget.window(), RetryBudget::DEFAULT_WINDOW); // not set: the default
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn builder() -> RetryBudgetBuilder {
         RetryBudgetBuilder::new()
     }
@@ -145,16 +170,38 @@ impl RetryBudget {
     }
 
     /// Retries allowed per request, on top of the floor: `0.2` is 20 % extra load.
+    ///
+    /// ```
+    /// # use stagger::RetryBudget;
+    /// let budget = RetryBudget::builder().ratio(0.1).build()?;
+    /// assert_eq!(budget.ratio(), 0.1);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn ratio(&self) -> f64 {
         self.account.shape.ratio
     }
 
     /// Retries a second allowed whatever the traffic.
+    ///
+    /// ```
+    /// # use stagger::RetryBudget;
+    /// let budget = RetryBudget::builder().min_per_second(3).build()?;
+    /// assert_eq!(budget.min_per_second(), 3);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn min_per_second(&self) -> u32 {
         self.account.shape.min_per_second
     }
 
     /// How long a deposit or a withdrawal counts.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stagger::RetryBudget;
+    /// let budget = RetryBudget::builder().window(Duration::from_secs(30)).build()?;
+    /// assert_eq!(budget.window(), Duration::from_secs(30));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn window(&self) -> Duration {
         self.account.shape.window
     }
@@ -212,7 +259,16 @@ impl Default for RetryBudgetBuilder {
 }
 
 impl RetryBudgetBuilder {
-    /// A builder starting from the defaults of [`RetryBudget`].
+    /// A builder starting from the defaults of [`RetryBudget`]; the same as [`RetryBudget::builder`].
+    ///
+    /// ```
+    /// use stagger::{RetryBudget, RetryBudgetBuilder};
+    ///
+    /// assert_eq!(RetryBudgetBuilder::new(), RetryBudget::builder());
+    /// let budget = RetryBudgetBuilder::new().build()?;
+    /// assert_eq!(budget.ratio(), RetryBudget::DEFAULT_RATIO);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub const fn new() -> Self {
         Self {
             ratio: RetryBudget::DEFAULT_RATIO,
@@ -229,6 +285,19 @@ impl RetryBudgetBuilder {
     /// the load on a failing server; above that a budget no longer protects it, and
     /// [`no_budget`](crate::RetryPolicyBuilder::no_budget) says so more plainly. Exact to five
     /// decimals (thousandths of a percent).
+    ///
+    /// ```
+    /// use stagger::{ConfigError, RetryBudget};
+    ///
+    /// // Retries may add 5 % to the load:
+    /// let budget = RetryBudget::builder().ratio(0.05).build()?;
+    /// assert_eq!(budget.ratio(), 0.05);
+    ///
+    /// // 5.0 would be five retries per request: a percentage written where the ratio belongs.
+    /// let error = RetryBudget::builder().ratio(5.0).build().unwrap_err();
+    /// assert_eq!(error, ConfigError::BudgetRatio(5.0));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub const fn ratio(mut self, ratio: f64) -> Self {
         self.ratio = ratio;
         self
@@ -239,6 +308,34 @@ impl RetryBudgetBuilder {
     ///
     /// Any value is valid; `0` leaves only the [`ratio`](Self::ratio). The floor is held as
     /// `min_per_second × window` retries per window, not spread evenly within it.
+    ///
+    /// With a ratio of zero, the floor is all there is: here one retry a second, and an operation that
+    /// keeps failing gets one retry before the budget stops it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryBudget, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let budget = RetryBudget::builder()
+    ///     .ratio(0.0)
+    ///     .min_per_second(1)
+    ///     .window(Duration::from_secs(1))
+    ///     .build()?;
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+    ///     .budget(budget)
+    ///     .build()?;
+    /// let always_down = || async { Err::<(), _>("connection refused") };
+    /// let error = stagger::retry(&policy, always_down, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.info().retries(), 1);
+    /// assert_eq!(error.info().stop_reason(), Some(StopReason::Budget));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub const fn min_per_second(mut self, min_per_second: u32) -> Self {
         self.min_per_second = min_per_second;
         self
@@ -251,12 +348,43 @@ impl RetryBudgetBuilder {
     /// retries per window, can round to none: 1 retry a second over 500 ms is half a retry. Over 60 s
     /// the window banks the deposits of a long calm spell, which the first moments of an outage could
     /// then spend in one burst.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{ConfigError, RetryBudget};
+    ///
+    /// let budget = RetryBudget::builder().window(Duration::from_secs(30)).build()?;
+    /// assert_eq!(budget.window(), Duration::from_secs(30));
+    ///
+    /// let error = RetryBudget::builder().window(Duration::from_millis(500)).build().unwrap_err();
+    /// assert_eq!(error, ConfigError::BudgetWindow(Duration::from_millis(500)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub const fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
     /// Validates the shape and opens a new account with it.
+    ///
+    /// Each call opens an account of its own: policies share a budget by holding clones of one
+    /// `RetryBudget`, not by being built from equal builders.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{ConfigError, RetryBudget};
+    ///
+    /// let shape = RetryBudget::builder().ratio(0.1).window(Duration::from_secs(20));
+    /// let budget = shape.build()?;
+    /// assert_eq!((budget.ratio(), budget.window()), (0.1, Duration::from_secs(20)));
+    ///
+    /// // Out of range: refused, with the field and the value.
+    /// match RetryBudget::builder().ratio(f64::NAN).build() {
+    ///     Err(ConfigError::BudgetRatio(ratio)) => assert!(ratio.is_nan()),
+    ///     other => panic!("expected BudgetRatio, got {other:?}"),
+    /// }
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn build(self) -> Result<RetryBudget, ConfigError> {
         // Written so that NaN fails too.
         if !(0.0..=MAX_RATIO).contains(&self.ratio) {

@@ -10,6 +10,22 @@ use crate::state::RetryInfo;
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///
 /// Each message names the field and the value it was given.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{ConfigError, RetryPolicy};
+///
+/// match RetryPolicy::builder().attempt_timeout(Duration::ZERO).build() {
+///     Err(ConfigError::AttemptTimeout(timeout)) => assert_eq!(timeout, Duration::ZERO),
+///     other => panic!("expected AttemptTimeout, got {other:?}"),
+/// }
+///
+/// let error = RetryPolicy::builder().max_elapsed(Duration::ZERO).build().unwrap_err();
+/// assert_eq!(
+///     error.to_string(),
+///     "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed() for no deadline)"
+/// );
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigError {
@@ -143,6 +159,24 @@ impl<E> Error<E> {
     }
 
     /// What the retries did: attempts, time slept, and why they stopped.
+    ///
+    /// ```
+    /// # use std::io;
+    /// # use std::time::Duration;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// let policy = RetryPolicy::builder().backoff(backoff).build().unwrap();
+    /// let refused = || async { Err::<(), _>(io::Error::from(io::ErrorKind::ConnectionRefused)) };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// let info = error.info();
+    /// assert_eq!((info.attempts(), info.slept()), (4, Duration::from_millis(30)));
+    /// assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
+    /// # }
+    /// ```
     pub const fn info(&self) -> RetryInfo {
         match &self.repr {
             Repr::Inner(_, info) | Repr::Unsent(info) => *info,
@@ -152,6 +186,25 @@ impl<E> Error<E> {
 
     /// The last attempt's own error, as the inner service returned it; `None` when a time limit ended
     /// the call.
+    ///
+    /// ```
+    /// # use std::io;
+    /// # use std::time::Duration;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let policy = RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_millis(10))).build().unwrap();
+    /// let refused = || async { Err::<(), _>(io::Error::from(io::ErrorKind::ConnectionRefused)) };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.inner().map(io::Error::kind), Some(io::ErrorKind::ConnectionRefused));
+    ///
+    /// let hangs = || std::future::pending::<io::Result<()>>();
+    /// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+    /// assert!(error.inner().is_none()); // a time limit ended the call: no error of its own
+    /// # }
+    /// ```
     pub const fn inner(&self) -> Option<&E> {
         match &self.repr {
             Repr::Inner(error, _) => Some(error),
@@ -160,6 +213,25 @@ impl<E> Error<E> {
     }
 
     /// The last attempt's own error, by value; `None` when a time limit ended the call.
+    ///
+    /// Back to the caller's own error type, with a time limit turned into one:
+    ///
+    /// ```
+    /// use std::io;
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// async fn connect(policy: &RetryPolicy) -> io::Result<()> {
+    ///     let refused = || async { Err::<(), _>(io::Error::from(io::ErrorKind::ConnectionRefused)) };
+    ///     stagger::retry(policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///         .await
+    ///         .map_err(|error| error.into_inner().unwrap_or_else(|| io::ErrorKind::TimedOut.into()))
+    /// }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let error = connect(&RetryPolicy::default()).await.unwrap_err();
+    /// assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused);
+    /// # }
+    /// ```
     pub fn into_inner(self) -> Option<E> {
         self.split().ok()
     }
@@ -174,6 +246,24 @@ impl<E> Error<E> {
     }
 
     /// The time limit that ended the call, if one did.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let policy = RetryPolicy::builder()
+    ///     .max_elapsed(Duration::from_secs(5))
+    ///     .no_attempt_timeout()
+    ///     .build()
+    ///     .unwrap();
+    /// let hangs = || std::future::pending::<std::io::Result<()>>();
+    /// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+    /// let elapsed = error.elapsed().unwrap();
+    /// assert!(elapsed.is_deadline());
+    /// assert_eq!(elapsed.limit(), Duration::from_secs(5));
+    /// # }
+    /// ```
     pub const fn elapsed(&self) -> Option<&Elapsed> {
         match &self.repr {
             Repr::Elapsed(elapsed) => Some(elapsed),
@@ -182,11 +272,45 @@ impl<E> Error<E> {
     }
 
     /// Whether the deadline (`max_elapsed`) passed with no response to hand back.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let policy = RetryPolicy::builder()
+    ///     .max_elapsed(Duration::from_secs(5))
+    ///     .no_attempt_timeout()
+    ///     .build()
+    ///     .unwrap();
+    /// let hangs = || std::future::pending::<std::io::Result<()>>();
+    /// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+    /// assert!(error.is_deadline());
+    /// assert_eq!(error.to_string(), "deadline of 5s passed after 1 attempt");
+    /// # }
+    /// ```
     pub const fn is_deadline(&self) -> bool {
         matches!(&self.repr, Repr::Elapsed(e) if e.is_deadline())
     }
 
     /// Whether the last attempt exceeded `attempt_timeout`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let policy = RetryPolicy::builder()
+    ///     .attempt_timeout(Duration::from_secs(1))
+    ///     .max_retries(1)
+    ///     .build()
+    ///     .unwrap();
+    /// let hangs = || std::future::pending::<std::io::Result<()>>();
+    /// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+    /// assert!(error.is_attempt_timeout()); // the second attempt too
+    /// assert_eq!(error.to_string(), "attempt 2 timed out after 1s");
+    /// # }
+    /// ```
     pub const fn is_attempt_timeout(&self) -> bool {
         matches!(&self.repr, Repr::Elapsed(e) if e.is_attempt_timeout())
     }
@@ -252,6 +376,38 @@ where
 /// stream). Inside [`Error`], or, from [`RetryMiddleware`](crate::RetryMiddleware), as the
 /// `reqwest_middleware::Error::Middleware` of the result. The default classifier counts it as a timeout,
 /// so a stagger layer outside another one retries it like any timeout.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Outcome, RetryPolicy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let hangs = || std::future::pending::<std::io::Result<()>>();
+///
+/// // Each attempt may take 1 s; the only one allowed takes longer.
+/// let policy = RetryPolicy::builder()
+///     .attempt_timeout(Duration::from_secs(1))
+///     .max_retries(0)
+///     .build()
+///     .unwrap();
+/// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+/// let elapsed = error.elapsed().unwrap();
+/// assert!(elapsed.is_attempt_timeout());
+/// assert_eq!(elapsed.limit(), Duration::from_secs(1));
+///
+/// // The whole call may take 5 s, and the attempt has no limit of its own.
+/// let policy = RetryPolicy::builder()
+///     .max_elapsed(Duration::from_secs(5))
+///     .no_attempt_timeout()
+///     .build()
+///     .unwrap();
+/// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
+/// let elapsed = error.elapsed().unwrap();
+/// assert!(elapsed.is_deadline());
+/// assert_eq!((elapsed.limit(), elapsed.info().attempts()), (Duration::from_secs(5), 1));
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed {
     limit: Limit,

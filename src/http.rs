@@ -11,6 +11,21 @@ use crate::retry_after::parse_retry_after;
 use crate::state::{Attempt, RetryInfo};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
+///
+/// Code generic over it works with either client's responses:
+///
+/// ```
+/// use stagger::adapter::HttpResponse;
+/// use stagger::RetryInfo;
+///
+/// fn describe(response: &impl HttpResponse) -> String {
+///     let attempts = response.extensions().get::<RetryInfo>().map_or(1, RetryInfo::attempts);
+///     format!("{} after {attempts} attempt(s)", response.status())
+/// }
+///
+/// let response = http::Response::builder().status(503).body(()).unwrap();
+/// assert_eq!(describe(&response), "503 Service Unavailable after 1 attempt(s)");
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a response stagger's HTTP classifier can read",
     note = "stagger reads `http::Response<B>` (http 1.x), and `reqwest::Response` with its `reqwest` feature (reqwest 0.13)",

@@ -146,6 +146,7 @@
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
 mod budget;

@@ -17,6 +17,31 @@ use crate::state::RetryState;
 ///
 /// In every mode but [`Ignore`](RetryAfterMode::Ignore), a `Retry-After` longer than the policy's
 /// `max_retry_after` stops the retries and the response is handed back as received.
+///
+/// Set with [`RetryPolicyBuilder::retry_after`]. The delay each mode gives before retrying a `503`
+/// that carries `Retry-After: 2`, under a 10 ms backoff:
+///
+/// ```
+/// use std::time::Duration;
+/// use http::StatusCode;
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Backoff, Outcome, Reason, RetryAfterMode, RetryPolicy};
+///
+/// let delay = |mode: RetryAfterMode| {
+///     let backoff = Backoff::fixed(Duration::from_millis(10));
+///     let policy = RetryPolicy::builder().backoff(backoff).retry_after(mode).build().unwrap();
+///     let unavailable = Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE));
+///     let attempt = Attempt::new(unavailable).retry_after(Some(Duration::from_secs(2)));
+///     match policy.start().decide(attempt) {
+///         Decision::Retry(delay) => delay,
+///         Decision::Stop(reason) => panic!("stopped: {reason}"),
+///     }
+/// };
+/// assert_eq!(delay(RetryAfterMode::Ignore), Duration::from_millis(10)); // the backoff alone
+/// assert_eq!(delay(RetryAfterMode::Strict), Duration::from_secs(2)); // max(2 s, backoff)
+/// let spread = delay(RetryAfterMode::Spread); // 2 s + U[0, max(10 ms, 2 s)]
+/// assert!(Duration::from_secs(2) <= spread && spread <= Duration::from_secs(4));
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RetryAfterMode {
@@ -48,6 +73,32 @@ pub enum RetryAfterMode {
 }
 
 /// One retry about to happen, as a [`RetryPolicyBuilder::on_retry`] hook sees it.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use stagger::{Backoff, Outcome, Reason, RetryEvent, RetryPolicy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let events = Arc::new(Mutex::new(Vec::new()));
+/// let seen = Arc::clone(&events);
+/// let policy = RetryPolicy::builder()
+///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+///     .max_retries(2)
+///     .on_retry(move |event: &RetryEvent| {
+///         assert_eq!(event.retry_after, None); // no server asked for a delay here
+///         seen.lock().unwrap().push((event.attempt, event.delay, event.reason));
+///     })
+///     .build()
+///     .unwrap();
+/// let refused = || async { Err::<(), _>("connection refused") };
+/// let _ = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect)).await;
+///
+/// let ten = Duration::from_millis(10);
+/// assert_eq!(*events.lock().unwrap(), [(1, ten, Reason::Connect), (2, ten, Reason::Connect)]);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RetryEvent {
@@ -84,6 +135,22 @@ type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// | budget | [`RetryBudget::default`], its own: ratio 0.2 (20 % extra load), at least 10 retries/s, over a 10 s window |
 /// | seed | from OS entropy |
 /// | classifier | [`DefaultClassifier`] |
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, RetryPolicy};
+///
+/// let policy = RetryPolicy::default();
+/// assert_eq!(policy.backoff(), &Backoff::exponential(Duration::from_millis(100)));
+/// assert_eq!(policy.max_retries(), 3);
+/// assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30)));
+/// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(10)));
+/// assert_eq!(policy.budget().map(|budget| budget.ratio()), Some(0.2));
+///
+/// // Build it once per client; a clone is a reference count, and draws on the same budget.
+/// let for_another_task = policy.clone();
+/// # let _ = for_another_task;
+/// ```
 #[derive(Clone)]
 pub struct RetryPolicy {
     pub(crate) shared: Arc<Shared>,
@@ -131,23 +198,83 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The default initial backoff delay: 100 ms.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().backoff().initial(), RetryPolicy::DEFAULT_INITIAL_DELAY);
+    /// ```
     pub const DEFAULT_INITIAL_DELAY: Duration = Duration::from_millis(100);
     /// The default number of retries after the first attempt: 3.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().max_retries(), RetryPolicy::DEFAULT_MAX_RETRIES);
+    /// ```
     pub const DEFAULT_MAX_RETRIES: u32 = 3;
     /// The default longest `Retry-After` that is waited for: 30 s.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::{Attempt, Decision};
+    /// # use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
+    /// let longer = RetryPolicy::DEFAULT_MAX_RETRY_AFTER + Duration::from_secs(1);
+    /// let attempt = Attempt::new(too_many).retry_after(Some(longer));
+    /// let decision = RetryPolicy::default().start().decide(attempt);
+    /// assert_eq!(decision, Decision::Stop(StopReason::RetryAfterTooLong));
+    /// ```
     pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
     /// The default deadline of a whole call, attempts and sleeps included: 30 s.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().max_elapsed(), Some(RetryPolicy::DEFAULT_MAX_ELAPSED));
+    /// ```
     pub const DEFAULT_MAX_ELAPSED: Duration = Duration::from_secs(30);
     /// The default time limit of one attempt: 10 s.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::default();
+    /// assert_eq!(policy.attempt_timeout(), Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT));
+    /// ```
     pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// A builder starting from the defaults.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder().max_retries(5).build()?;
+    /// assert_eq!(policy.max_retries(), 5);
+    /// assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30))); // not set: the default
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn builder() -> RetryPolicyBuilder {
         RetryPolicyBuilder::new()
     }
 
     /// Starts the retries of one request: deposits into the budget, starts the deadline's clock (when
     /// there is a deadline) and draws the request's own jitter stream.
+    ///
+    /// For an adapter of your own (see [`RetryState`]); the tower layer, the middleware and
+    /// [`retry`](crate::retry()) call it for you.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let mut state = policy.start(); // one per request
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
+    /// state.begin_retry().unwrap();
+    /// let answered = Attempt::new(Outcome::Success);
+    /// assert_eq!(state.decide(answered), Decision::Stop(StopReason::Success));
+    /// assert_eq!(state.info().attempts(), 2);
+    /// ```
     pub fn start(&self) -> RetryState {
         let started = self.shared.max_elapsed.map(|_| Instant::now());
         self.start_at(started)
@@ -188,12 +315,35 @@ impl RetryPolicy {
     }
 
     /// The HTTP classifier in use.
+    ///
+    /// ```
+    /// use stagger::classify::{AttemptResult, RequestView};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let get = http::Request::get("http://example.com/").body(()).unwrap();
+    /// let request = RequestView::new(get.method(), get.uri(), get.headers());
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    /// let outcome = policy.classifier().classify(&request, &AttemptResult::Error(&refused));
+    /// assert_eq!(outcome, Outcome::RetrySafe(Reason::Connect));
+    /// ```
     pub fn classifier(&self) -> &dyn ClassifyHttp {
         &*self.shared.classifier
     }
 
     /// The retry budget this policy draws on, if it has one: its shape for a log line, or a clone to
     /// build another policy that shares it.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// let reads = RetryPolicy::default();
+    /// // A policy for writes, with fewer retries, drawing on the same account:
+    /// let shared = reads.budget().unwrap().clone();
+    /// let writes = RetryPolicy::builder().max_retries(1).budget(shared).build()?;
+    /// assert_eq!(writes.budget().unwrap().ratio(), 0.2);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn budget(&self) -> Option<&RetryBudget> {
         self.shared.budget.as_ref()
     }
@@ -262,7 +412,16 @@ impl Default for RetryPolicyBuilder {
 }
 
 impl RetryPolicyBuilder {
-    /// A builder starting from the defaults of [`RetryPolicy`].
+    /// A builder starting from the defaults of [`RetryPolicy`]; the same as [`RetryPolicy::builder`]
+    /// and [`RetryPolicyBuilder::default`].
+    ///
+    /// ```
+    /// use stagger::{RetryPolicy, RetryPolicyBuilder};
+    ///
+    /// let policy = RetryPolicyBuilder::new().build()?;
+    /// assert_eq!(policy.max_retries(), RetryPolicy::DEFAULT_MAX_RETRIES);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn new() -> Self {
         Self {
             backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
@@ -280,6 +439,18 @@ impl RetryPolicyBuilder {
     }
 
     /// Sets the backoff. Defaults to [`Backoff::exponential`] from 100 ms (base 2, 20 s cap, full jitter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter, RetryPolicy};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(250))
+    ///     .max_delay(Duration::from_secs(5))
+    ///     .jitter(Jitter::Equal);
+    /// let policy = RetryPolicy::builder().backoff(backoff).build()?;
+    /// assert_eq!(policy.backoff().get_max_delay(), Duration::from_secs(5));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
@@ -287,6 +458,26 @@ impl RetryPolicyBuilder {
 
     /// Sets the most retries after the first attempt. Defaults to 3; `u32::MAX` is unlimited in practice,
     /// `0` never retries.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+    ///     .max_retries(1)
+    ///     .build()?;
+    /// let refused = || async { Err::<(), _>("connection refused") };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.info().attempts(), 2); // the first attempt and one retry
+    /// assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_retries(mut self, max_retries: u32) -> Self {
         self.max_retries = max_retries;
         self
@@ -306,12 +497,42 @@ impl RetryPolicyBuilder {
     /// the first attempt first has to wait, so a request answered at its first poll never reads the
     /// clock; [`RetryPolicy::start`] starts it at once. Zero is refused by
     /// [`build`](Self::build).
+    ///
+    /// Here retries 1 s apart stop after the third, since a fourth would come at 4 s, past the deadline:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_secs(1)))
+    ///     .max_retries(100)
+    ///     .max_elapsed(Duration::from_millis(3500))
+    ///     .build()?;
+    /// let refused = || async { Err::<(), _>("connection refused") };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.info().attempts(), 4);
+    /// assert_eq!(error.info().stop_reason(), Some(StopReason::Deadline));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
         self.max_elapsed = Some(max_elapsed);
         self
     }
 
     /// Removes the deadline: only `max_retries`, the budget and `attempt_timeout` bound a call.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_max_elapsed().build()?;
+    /// assert_eq!(policy.max_elapsed(), None);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn no_max_elapsed(mut self) -> Self {
         self.max_elapsed = None;
         self
@@ -327,25 +548,93 @@ impl RetryPolicyBuilder {
     /// [`is_attempt_timeout`](crate::Error::is_attempt_timeout) is true. The body of a response that
     /// arrived in time is not limited: reading it is the caller's business. Zero is refused by
     /// [`build`](Self::build).
+    ///
+    /// An attempt that hangs is cut after 2 s and the next one answers:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use stagger::{Outcome, RetryPolicy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder().attempt_timeout(Duration::from_secs(2)).build()?;
+    /// let attempts = AtomicU32::new(0);
+    /// let hangs_once = || async {
+    ///     let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+    ///     if attempt == 1 {
+    ///         std::future::pending::<()>().await;
+    ///     }
+    ///     Ok::<_, std::io::Error>(attempt)
+    /// };
+    /// let value = stagger::retry(&policy, hangs_once, |_| Outcome::Success).await.unwrap();
+    /// assert_eq!(value, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
         self.attempt_timeout = Some(attempt_timeout);
         self
     }
 
     /// Removes the time limit of each attempt: an attempt waits as long as the deadline allows.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_attempt_timeout().build()?;
+    /// assert_eq!(policy.attempt_timeout(), None);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn no_attempt_timeout(mut self) -> Self {
         self.attempt_timeout = None;
         self
     }
 
     /// Sets the longest `Retry-After` the policy waits for; a longer one stops the retries and the response
-    /// is handed back as received. Defaults to 30 s.
+    /// is handed back as received. Defaults to 30 s ([`RetryPolicy::DEFAULT_MAX_RETRY_AFTER`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // A 503 asking for two minutes:
+    /// let unavailable = Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE));
+    /// let attempt = Attempt::new(unavailable).retry_after(Some(Duration::from_secs(120)));
+    ///
+    /// let impatient = RetryPolicy::builder().max_retry_after(Duration::from_secs(60)).build()?;
+    /// assert_eq!(impatient.start().decide(attempt), Decision::Stop(StopReason::RetryAfterTooLong));
+    ///
+    /// // Waiting needs a deadline that leaves room for it, too.
+    /// let patient = RetryPolicy::builder()
+    ///     .max_retry_after(Duration::from_secs(300))
+    ///     .max_elapsed(Duration::from_secs(600))
+    ///     .build()?;
+    /// let decision = patient.start().decide(attempt);
+    /// assert!(matches!(decision, Decision::Retry(delay) if delay >= Duration::from_secs(120)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn max_retry_after(mut self, max_retry_after: Duration) -> Self {
         self.max_retry_after = max_retry_after;
         self
     }
 
     /// Sets how `Retry-After` combines with the backoff. Defaults to [`RetryAfterMode::Spread`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryAfterMode, RetryPolicy};
+    ///
+    /// // For a server that spreads its own `Retry-After` values: wait exactly what it says.
+    /// let policy = RetryPolicy::builder().retry_after(RetryAfterMode::Strict).build()?;
+    /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
+    /// let attempt = Attempt::new(too_many).retry_after(Some(Duration::from_secs(3)));
+    /// assert_eq!(policy.start().decide(attempt), Decision::Retry(Duration::from_secs(3)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn retry_after(mut self, mode: RetryAfterMode) -> Self {
         self.retry_after = mode;
         self
@@ -354,12 +643,36 @@ impl RetryPolicyBuilder {
     /// Sets whether a non-idempotent request (a `POST` without `Idempotency-Key`) is kept from being replayed
     /// after a failure the server may have acted on. Defaults to `true`; turn it off only for a server
     /// known to deduplicate.
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // A POST (not idempotent) answered 502: the server may have acted on it.
+    /// let bad_gateway = Outcome::RetryIfIdempotent(Reason::Status(StatusCode::BAD_GATEWAY));
+    /// let post = Attempt::new(bad_gateway).idempotent(false);
+    ///
+    /// let checked = RetryPolicy::default();
+    /// assert_eq!(checked.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    ///
+    /// let deduplicating_server = RetryPolicy::builder().idempotency_check(false).build()?;
+    /// assert!(matches!(deduplicating_server.start().decide(post), Decision::Retry(_)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn idempotency_check(mut self, enabled: bool) -> Self {
         self.idempotency = enabled;
         self
     }
 
     /// Turns the retry budget off: only `max_retries` and `max_elapsed` limit the retries.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_budget().build()?;
+    /// assert!(policy.budget().is_none());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn no_budget(mut self) -> Self {
         self.budget = Budget::Off;
         self
@@ -388,24 +701,95 @@ impl RetryPolicyBuilder {
 
     /// Seeds the jitter, for reproducible tests and simulations. Each request still draws its own stream,
     /// derived from this seed. Defaults to a seed from OS entropy, never the clock.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// // The delay before the first retry of the next request:
+    /// let first_delay = |policy: &RetryPolicy| -> Decision {
+    ///     policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)))
+    /// };
+    /// let a = RetryPolicy::builder().seed(7).build()?;
+    /// let b = RetryPolicy::builder().seed(7).build()?;
+    /// assert_eq!(first_delay(&a), first_delay(&b)); // the same seed, the same sequence
+    /// assert_ne!(first_delay(&a), first_delay(&a)); // each request its own stream
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }
 
     /// Sets the HTTP classifier, a [`ClassifyHttp`] or a closure. Defaults to [`DefaultClassifier`].
+    ///
+    /// A closure given here spells its argument types; wrapped in
+    /// [`classify::from_fn`](crate::classify::from_fn) it need not.
+    ///
+    /// ```
+    /// use stagger::classify::{AttemptResult, RequestView};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// // Retry 5xx responses, and nothing else: no error, however transient it looks.
+    /// let policy = RetryPolicy::builder()
+    ///     .classifier(|_: &RequestView<'_>, result: &AttemptResult<'_>| match result {
+    ///         AttemptResult::Response { status, .. } if status.is_server_error() => {
+    ///             Outcome::RetryIfIdempotent(Reason::Status(*status))
+    ///         }
+    ///         AttemptResult::Response { .. } => Outcome::Success,
+    ///         AttemptResult::Error(_) => Outcome::Fatal,
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn classifier(mut self, classifier: impl ClassifyHttp) -> Self {
         self.classifier = Box::new(classifier);
         self
     }
 
-    /// Calls `hook` before every retry's sleep, with the attempt, the delay and the reason.
+    /// Calls `hook` before every retry's sleep, with the attempt, the delay and the reason (a
+    /// [`RetryEvent`]). Defaults to none; the `tracing` events are emitted either way.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// static RETRIES: AtomicU32 = AtomicU32::new(0); // a metric, say
+    /// let policy = RetryPolicy::builder()
+    ///     .on_retry(|_event| {
+    ///         RETRIES.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build()?;
+    ///
+    /// // The hook runs as soon as a retry is decided, before its sleep:
+    /// let decision = policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// assert!(matches!(decision, Decision::Retry(_)));
+    /// assert_eq!(RETRIES.load(Ordering::Relaxed), 1);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn on_retry(mut self, hook: impl Fn(&RetryEvent) + Send + Sync + 'static) -> Self {
         self.on_retry = Some(Box::new(hook));
         self
     }
 
     /// Validates the configuration and builds the policy.
+    ///
+    /// A [`ConfigError`] names the setting and the value refused: a meaningless backoff (see
+    /// [`Backoff::validate`]), or a zero `max_elapsed` or `attempt_timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, ConfigError, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder().max_retries(5).build()?;
+    ///
+    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).base(0.5);
+    /// let error = RetryPolicy::builder().backoff(shrinking).build().unwrap_err();
+    /// assert_eq!(error, ConfigError::InvalidBase(0.5));
+    /// assert_eq!(error.to_string(), "backoff base must be a finite number >= 1.0, got 0.5");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         self.backoff.validate()?;
         if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {

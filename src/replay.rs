@@ -19,6 +19,26 @@ use crate::state::RetryState;
 use crate::state::{Attempt, RetryInfo};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
+///
+/// A [`Replay`] reads either: the copy kept for retries, or, for the last attempt a request can have
+/// (sent without a copy), what [`Replay::keep`] kept of it. [`HttpReplay`] keeps the method and URI:
+///
+/// ```
+/// use http::{Method, Uri};
+/// use stagger::adapter::Sent;
+///
+/// fn method_of<B>(sent: Sent<'_, http::Request<B>, (Method, Uri)>) -> &Method {
+///     match sent {
+///         Sent::Copy(request) => request.method(),
+///         Sent::Kept((method, _uri)) => method,
+///     }
+/// }
+///
+/// let request = http::Request::post("http://example.com/orders").body(()).unwrap();
+/// assert_eq!(method_of(Sent::Copy(&request)), Method::POST);
+/// let kept = (Method::GET, Uri::from_static("http://example.com/items"));
+/// assert_eq!(method_of::<()>(Sent::Kept(&kept)), Method::GET);
+/// ```
 #[derive(Debug)]
 pub enum Sent<'a, Req, K> {
     /// The copy kept for the next attempt.
@@ -38,6 +58,80 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
 /// How an adapter copies one kind of request and judges its attempts.
 ///
 /// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`].
+/// A type of your own can do what neither does, such as record the [`RetryInfo`] in a response that is
+/// not HTTP, and goes to the tower `Retry` service with `stagger::tower::Retry::new`:
+///
+/// ```
+/// use std::io;
+/// use stagger::adapter::{Attempt, Replay, Sent};
+/// use stagger::classify::RequestView;
+/// use stagger::{Outcome, Reason, RetryInfo, RetryPolicy};
+///
+/// /// An RPC's reply, with room for what the retries did.
+/// struct Reply {
+///     value: u32,
+///     retries: Option<RetryInfo>,
+/// }
+///
+/// /// Copies `u32` requests, retries refused connections, records the `RetryInfo` in the reply.
+/// #[derive(Clone)]
+/// struct RpcReplay;
+///
+/// impl Replay<u32, Reply, io::Error> for RpcReplay {
+///     type Kept = ();
+///
+///     fn clone_request(&self, request: &u32) -> Option<u32> {
+///         Some(*request)
+///     }
+///
+///     fn keep(&self, _request: &u32) {}
+///
+///     fn attempt(
+///         &self,
+///         _policy: &RetryPolicy,
+///         _request: Sent<'_, u32, ()>,
+///         result: &Result<Reply, io::Error>,
+///     ) -> Attempt {
+///         let outcome = match result {
+///             Ok(_) => Outcome::Success,
+///             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+///                 Outcome::RetrySafe(Reason::Connect)
+///             }
+///             Err(_) => Outcome::Fatal,
+///         };
+///         Attempt::new(outcome)
+///     }
+///
+///     fn view<'a>(&self, _request: Sent<'a, u32, ()>) -> Option<RequestView<'a>> {
+///         None
+///     }
+///
+///     fn record(&self, reply: &mut Reply, info: RetryInfo) {
+///         reply.retries = Some(info);
+///     }
+/// }
+///
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # use tower::ServiceExt;
+/// # let calls = std::sync::atomic::AtomicU32::new(0);
+/// # let flaky = tower::service_fn(|n: u32| {
+/// #     let first = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+/// #     async move {
+/// #         if first { Err(io::Error::from(io::ErrorKind::ConnectionRefused)) }
+/// #         else { Ok(Reply { value: n * 2, retries: None }) }
+/// #     }
+/// # });
+/// // `flaky` refuses the first connection, then answers twice the request:
+/// let service = stagger::tower::Retry::new(flaky, RetryPolicy::default(), RpcReplay);
+/// let reply = service.oneshot(21).await.unwrap();
+/// assert_eq!(reply.value, 42);
+/// assert_eq!(reply.retries.unwrap().attempts(), 2);
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot copy and judge `{Req}` requests answered with `Result<{Res}, {E}>`",
     note = "`RetryLayer::new` takes `http::Request<B>` with `B: Clone`, or `reqwest::Request` with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
@@ -80,6 +174,33 @@ pub trait Replay<Req, Res, E> {
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
 /// [`ClassifyHttp`](crate::classify::ClassifyHttp).
+///
+/// `RetryLayer::new` uses it. It judges an attempt with the policy's
+/// classifier, the request's idempotency and the response's `Retry-After`:
+///
+/// ```
+/// use std::time::Duration;
+/// use http::StatusCode;
+/// use stagger::adapter::{Decision, HttpReplay, Replay, Sent};
+/// use stagger::{Outcome, Reason, RetryPolicy};
+///
+/// let policy = RetryPolicy::default();
+/// let request = http::Request::post("http://example.com/orders").body("{}").unwrap();
+/// let response = http::Response::builder()
+///     .status(503)
+///     .header("retry-after", "2")
+///     .body(())
+///     .unwrap();
+/// let result: Result<_, std::io::Error> = Ok(response);
+///
+/// let attempt = HttpReplay.attempt(&policy, Sent::Copy(&request), &result);
+/// let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+/// assert_eq!(attempt.outcome(), Outcome::RetrySafe(Reason::Status(unavailable)));
+/// match policy.start().decide(attempt) {
+///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(2)), // Retry-After is a floor
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpReplay;
 
@@ -180,6 +301,20 @@ fn reqwest_view(request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>) -> 
 /// `RetryLayer::with_classifier`.
 ///
 /// The closure's [`Outcome`] is taken as it is: every retryable outcome counts as idempotent.
+///
+/// ```
+/// use stagger::adapter::{Decision, Replay, ReplayFn, Sent};
+/// use stagger::{Outcome, Reason, RetryPolicy};
+///
+/// let replay = ReplayFn::new(|result: &Result<u32, &str>| match result {
+///     Ok(_) => Outcome::Success,
+///     Err(_) => Outcome::RetryIfIdempotent(Reason::Other("rpc failed")),
+/// });
+/// let policy = RetryPolicy::default();
+/// let attempt = replay.attempt(&policy, Sent::Copy(&7), &Err("rpc failed"));
+/// // There is no method to tell: the request counts as idempotent, and is retried.
+/// assert!(matches!(policy.start().decide(attempt), Decision::Retry(_)));
+/// ```
 #[derive(Clone, Copy)]
 pub struct ReplayFn<F> {
     classify: F,
@@ -187,6 +322,19 @@ pub struct ReplayFn<F> {
 
 impl<F> ReplayFn<F> {
     /// Judges each result with `classify`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Replay, ReplayFn, Sent};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// let replay = ReplayFn::new(|result: &Result<String, std::io::Error>| match result {
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(_) => Outcome::RetrySafe(Reason::Connect),
+    /// });
+    /// let answered = Ok("pong".to_string());
+    /// let attempt = replay.attempt(&RetryPolicy::default(), Sent::Copy(&"ping"), &answered);
+    /// assert_eq!(attempt.outcome(), Outcome::Success);
+    /// ```
     pub const fn new(classify: F) -> Self {
         Self { classify }
     }

@@ -79,6 +79,22 @@ pub struct RetryMiddleware {
 
 impl RetryMiddleware {
     /// A middleware that retries under `policy`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_middleware::ClientBuilder;
+    /// use stagger::{Backoff, RetryMiddleware, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::exponential(Duration::from_millis(200)))
+    ///     .max_retries(2)
+    ///     .build()?;
+    /// let middleware = RetryMiddleware::new(policy);
+    /// assert_eq!(middleware.policy().max_retries(), 2);
+    /// let client = ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
+    /// # let _ = client;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub const fn new(policy: RetryPolicy) -> Self {
         Self { policy }
     }
@@ -93,16 +109,80 @@ impl RetryMiddleware {
 /// `RequestBuilder::send`: attach a clone with `.with_extension(report.clone())`, read it after.
 ///
 /// Clones share one slot; each request through the middleware overwrites it.
+///
+/// An error from `send` has no room for the [`RetryInfo`]; the report has it. Against a server that
+/// refuses every connection:
+///
+/// ```
+/// use reqwest_middleware::ClientBuilder;
+/// use stagger::{RetryMiddleware, RetryPolicy, RetryReport, StopReason};
+///
+/// # fn refuse<'a>(
+/// #     _: reqwest::Request,
+/// #     _: &'a mut http::Extensions,
+/// #     _: reqwest_middleware::Next<'a>,
+/// # ) -> std::pin::Pin<Box<dyn std::future::Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>> {
+/// #     Box::pin(async { Err(reqwest_middleware::Error::middleware(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))) })
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let client = ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryMiddleware::new(RetryPolicy::default()))
+/// #   .with(refuse) // in place of the network
+///     .build();
+/// let report = RetryReport::new();
+/// let result = client
+///     .get("http://localhost:8080/items")
+///     .with_extension(report.clone())
+///     .send()
+///     .await;
+/// assert!(result.is_err());
+/// let info = report.get().unwrap();
+/// assert_eq!((info.attempts(), info.stop_reason()), (4, Some(StopReason::MaxRetries)));
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct RetryReport(Arc<Mutex<Option<RetryInfo>>>);
 
 impl RetryReport {
     /// An empty report.
+    ///
+    /// ```
+    /// # use stagger::RetryReport;
+    /// let report = RetryReport::new();
+    /// assert_eq!(report.get(), None);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The [`RetryInfo`] of the last request that carried this report, once it has ended.
+    ///
+    /// ```
+    /// use reqwest_middleware::ClientBuilder;
+    /// use stagger::{RetryMiddleware, RetryPolicy, RetryReport, StopReason};
+    ///
+    /// # fn answer<'a>(
+    /// #     _: reqwest::Request,
+    /// #     _: &'a mut http::Extensions,
+    /// #     _: reqwest_middleware::Next<'a>,
+    /// # ) -> std::pin::Pin<Box<dyn std::future::Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>> {
+    /// #     Box::pin(async { Ok(reqwest::Response::from(http::Response::new(""))) })
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(RetryPolicy::default()))
+    /// #   .with(answer) // in place of the network
+    ///     .build();
+    /// let report = RetryReport::new();
+    /// let request = client.get("http://localhost:8080/").with_extension(report.clone());
+    /// assert_eq!(report.get(), None); // not sent yet
+    /// let response = request.send().await.unwrap();
+    /// assert_eq!(report.get().unwrap().stop_reason(), Some(StopReason::Success));
+    /// # let _ = response;
+    /// # }
+    /// ```
     pub fn get(&self) -> Option<RetryInfo> {
         *self
             .0

@@ -12,6 +12,30 @@ use crate::log;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
+///
+/// What a caller does next depends on it:
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # let policy = RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_millis(10))).build().unwrap();
+/// let refused = || async { Err::<(), _>("connection refused") };
+/// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+///     .await
+///     .unwrap_err();
+/// let next = match error.info().stop_reason() {
+///     Some(StopReason::MaxRetries | StopReason::Budget | StopReason::Deadline) => "still failing",
+///     Some(StopReason::NotIdempotent) => "may have been applied: check before sending again",
+///     Some(StopReason::Fatal) => "will not work later either",
+///     _ => "something else",
+/// };
+/// assert_eq!(next, "still failing");
+/// assert_eq!(StopReason::MaxRetries.to_string(), "max retries reached");
+/// # }
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -52,6 +76,23 @@ impl fmt::Display for StopReason {
 }
 
 /// What the state machine answers for one attempt.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+///
+/// let mut state = RetryPolicy::builder().max_retries(1).build()?.start();
+/// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+/// match state.decide(refused) {
+///     // Full jitter under the first ceiling, 100 ms.
+///     Decision::Retry(delay) => assert!(delay <= Duration::from_millis(100)),
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// state.begin_retry().unwrap();
+/// assert_eq!(state.decide(refused), Decision::Stop(StopReason::MaxRetries));
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// Sleep this long, then send the request again.
@@ -61,6 +102,24 @@ pub enum Decision {
 }
 
 /// What one attempt produced, as the state machine needs it.
+///
+/// An adapter builds one from the classifier's [`Outcome`] and what it knows of the request and the
+/// response; here a `429` to a `GET`, with `Retry-After: 5`:
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderValue, StatusCode};
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy, parse_retry_after};
+///
+/// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
+/// let retry_after = parse_retry_after(&HeaderValue::from_static("5"), SystemTime::now());
+/// let attempt = Attempt::new(too_many).retry_after(retry_after);
+/// match RetryPolicy::default().start().decide(attempt) {
+///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(5)),
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attempt {
     outcome: Outcome,
@@ -71,6 +130,15 @@ pub struct Attempt {
 
 impl Attempt {
     /// An attempt with this classified outcome, of an idempotent, replayable request, without `Retry-After`.
+    ///
+    /// ```
+    /// use stagger::adapter::Attempt;
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// let timeout = Outcome::RetryIfIdempotent(Reason::Timeout);
+    /// let attempt = Attempt::new(timeout);
+    /// assert_eq!(attempt, Attempt::new(timeout).idempotent(true).replayable(true).retry_after(None));
+    /// ```
     pub const fn new(outcome: Outcome) -> Self {
         Self {
             outcome,
@@ -88,12 +156,32 @@ impl Attempt {
 
     /// Whether sending the request again is harmless (see
     /// [`RequestView::is_idempotent`](crate::classify::RequestView::is_idempotent)). Defaults to `true`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let timeout = Attempt::new(Outcome::RetryIfIdempotent(Reason::Timeout));
+    /// assert!(matches!(policy.start().decide(timeout), Decision::Retry(_)));
+    /// let post = timeout.idempotent(false);
+    /// assert_eq!(policy.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    /// ```
     pub const fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self
     }
 
     /// Whether the request can be sent again at all (a streaming body cannot). Defaults to `true`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let streamed = Attempt::new(Outcome::RetrySafe(Reason::Connect)).replayable(false);
+    /// let decision = RetryPolicy::default().start().decide(streamed);
+    /// assert_eq!(decision, Decision::Stop(StopReason::NotReplayable));
+    /// ```
     pub const fn replayable(mut self, replayable: bool) -> Self {
         self.replayable = replayable;
         self
@@ -101,12 +189,30 @@ impl Attempt {
 
     /// How long the server asked the client to wait, from [`parse_retry_after`](crate::parse_retry_after).
     /// Defaults to `None`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // Longer than the policy's `max_retry_after` (30 s by default): not waited for.
+    /// let overloaded = Attempt::new(Outcome::RetrySafe(Reason::Other("overloaded")))
+    ///     .retry_after(Some(Duration::from_secs(45)));
+    /// let decision = RetryPolicy::default().start().decide(overloaded);
+    /// assert_eq!(decision, Decision::Stop(StopReason::RetryAfterTooLong));
+    /// ```
     pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.retry_after = retry_after;
         self
     }
 
     /// The classified outcome.
+    ///
+    /// ```
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::Outcome;
+    /// assert_eq!(Attempt::new(Outcome::Fatal).outcome(), Outcome::Fatal);
+    /// ```
     pub const fn outcome(&self) -> Outcome {
         self.outcome
     }
@@ -152,21 +258,82 @@ pub struct RetryInfo {
 
 impl RetryInfo {
     /// Attempts made, the first included; an attempt cut short by the deadline counts.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.attempts(), 2);
+    /// ```
     pub const fn attempts(&self) -> u32 {
         self.attempts
     }
 
-    /// The retries made: `attempts() - 1`.
+    /// The retries made: `attempts() - 1`, and zero when no attempt was made.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.retries(), 1);
+    /// assert_eq!(stagger::RetryInfo::default().retries(), 0);
+    /// ```
     pub const fn retries(&self) -> u32 {
         self.attempts.saturating_sub(1)
     }
 
-    /// Time spent sleeping between attempts.
+    /// Time spent sleeping between attempts: the delays decided, not the attempts' own time.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.slept(), Duration::from_millis(10));
+    /// ```
     pub const fn slept(&self) -> Duration {
         self.slept
     }
 
     /// Why the attempts stopped; `None` while they go on.
+    ///
+    /// ```
+    /// use stagger::adapter::Attempt;
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let mut state = RetryPolicy::default().start();
+    /// let _ = state.decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// assert_eq!(state.info().stop_reason(), None); // a retry is due
+    /// state.begin_retry().unwrap();
+    /// let _ = state.decide(Attempt::new(Outcome::Success));
+    /// assert_eq!(state.info().stop_reason(), Some(StopReason::Success));
+    /// ```
     pub const fn stop_reason(&self) -> Option<StopReason> {
         self.stop
     }
@@ -287,11 +454,27 @@ impl RetryState {
     }
 
     /// The policy this state applies.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let state = RetryPolicy::builder().max_retries(5).build()?.start();
+    /// assert_eq!(state.policy().max_retries(), 5);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }
 
     /// Attempts decided so far.
+    ///
+    /// ```
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Outcome, RetryPolicy};
+    /// let mut state = RetryPolicy::default().start();
+    /// assert_eq!(state.attempts(), 0);
+    /// let _ = state.decide(Attempt::new(Outcome::Success));
+    /// assert_eq!(state.attempts(), 1);
+    /// ```
     pub fn attempts(&self) -> u32 {
         self.attempts
     }
@@ -299,6 +482,19 @@ impl RetryState {
     /// Whether a retry could still follow the attempt about to be made, as far as the count and the
     /// deadline tell before its outcome is known. When it is `false`, adapters send the request without
     /// keeping a copy.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// let mut state = RetryPolicy::builder().max_retries(1).build()?.start();
+    /// assert!(state.may_retry()); // keep a copy of the request for a retry
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
+    /// state.begin_retry().unwrap();
+    /// assert!(!state.may_retry()); // the retry is the last attempt: send it without a copy
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn may_retry(&self) -> bool {
         let s = &*self.policy.shared;
         self.stop.is_none()
@@ -307,6 +503,15 @@ impl RetryState {
     }
 
     /// What has happened so far.
+    ///
+    /// ```
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Outcome, RetryPolicy, StopReason};
+    /// let mut state = RetryPolicy::default().start();
+    /// let _ = state.decide(Attempt::new(Outcome::Fatal));
+    /// let info = state.info();
+    /// assert_eq!((info.attempts(), info.stop_reason()), (1, Some(StopReason::Fatal)));
+    /// ```
     pub fn info(&self) -> RetryInfo {
         RetryInfo {
             attempts: self.attempts,
@@ -326,6 +531,26 @@ impl RetryState {
     /// A retry that is allowed withdraws from the budget; if the state is dropped before the retry is
     /// sent (the call was cancelled during the sleep, or [`begin_retry`](Self::begin_retry) found the
     /// deadline passed), the withdrawal is given back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+    ///     .max_retries(2)
+    ///     .build()?;
+    /// let mut state = policy.start();
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// for _ in 0..2 {
+    ///     assert_eq!(state.decide(refused), Decision::Retry(Duration::from_millis(10)));
+    ///     state.begin_retry().unwrap();
+    /// }
+    /// assert_eq!(state.decide(refused), Decision::Stop(StopReason::MaxRetries));
+    /// assert_eq!(state.attempts(), 3);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn decide(&mut self, attempt: Attempt) -> Decision {
         self.decide_for(attempt, None)
     }
@@ -388,6 +613,31 @@ impl RetryState {
     ///
     /// `Err(StopReason::Deadline)` means the retry must not be sent: the call ends, and the withdrawal is
     /// given back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_secs(1)))
+    ///     .max_elapsed(Duration::from_secs(5))
+    ///     .build()?;
+    /// let mut state = policy.start();
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    ///
+    /// let Decision::Retry(delay) = state.decide(refused) else { unreachable!() };
+    /// tokio::time::sleep(delay).await;
+    /// assert_eq!(state.begin_retry(), Ok(())); // send the retry
+    ///
+    /// let Decision::Retry(_) = state.decide(refused) else { unreachable!() };
+    /// tokio::time::sleep(Duration::from_secs(10)).await; // a sleep that overran the deadline
+    /// assert_eq!(state.begin_retry(), Err(StopReason::Deadline)); // do not send it
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn begin_retry(&mut self) -> Result<(), StopReason> {
         self.begin_retry_for(None)
     }

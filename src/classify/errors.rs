@@ -6,11 +6,25 @@ use std::io;
 
 use super::{Outcome, Reason};
 
-/// The default classification of an error without a response; see [`DefaultClassifier`](super::DefaultClassifier).
+/// The default classification of an error without a response; see
+/// [`DefaultClassifier`](super::DefaultClassifier).
 ///
 /// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
 /// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
 /// start.
+///
+/// ```
+/// use std::io;
+/// use stagger::classify::classify_error;
+/// use stagger::{Outcome, Reason};
+///
+/// let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+/// assert_eq!(classify_error(&refused), Outcome::RetrySafe(Reason::Connect));
+/// let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+/// assert_eq!(classify_error(&reset), Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+/// // Unrecognised: not retried.
+/// assert_eq!(classify_error(&io::Error::other("quota exceeded")), Outcome::Fatal);
+/// ```
 pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
     for e in chain(error) {
         if let Some(outcome) = recognise(e) {

@@ -23,6 +23,25 @@ use http::{Extensions, HeaderMap, Method, StatusCode, Uri};
 ///   `503`, HTTP/2 `REFUSED_STREAM`); any request may be replayed.
 /// - [`Outcome::RetryIfIdempotent`]: it may have acted (`500`, `502`, `504`, `408`, a timeout, a reset);
 ///   only an idempotent method, or a request carrying an `Idempotency-Key`, is replayed.
+///
+/// The difference shows on a `POST`, which is not idempotent:
+///
+/// ```
+/// use http::StatusCode;
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+///
+/// let policy = RetryPolicy::default();
+/// let post = |outcome| policy.start().decide(Attempt::new(outcome).idempotent(false));
+///
+/// // A 503: the server did not act on the request, so even a POST is sent again.
+/// let unavailable = Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE));
+/// assert!(matches!(post(unavailable), Decision::Retry(_)));
+///
+/// // A 502: it may have, so the POST is not.
+/// let bad_gateway = Outcome::RetryIfIdempotent(Reason::Status(StatusCode::BAD_GATEWAY));
+/// assert_eq!(post(bad_gateway), Decision::Stop(StopReason::NotIdempotent));
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -38,11 +57,27 @@ pub enum Outcome {
 
 impl Outcome {
     /// Whether the outcome is retryable at all (before idempotency and limits are considered).
+    ///
+    /// ```
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// assert!(Outcome::RetrySafe(Reason::Connect).is_retryable());
+    /// assert!(Outcome::RetryIfIdempotent(Reason::Timeout).is_retryable());
+    /// assert!(!Outcome::Success.is_retryable());
+    /// assert!(!Outcome::Fatal.is_retryable());
+    /// ```
     pub const fn is_retryable(&self) -> bool {
         matches!(self, Self::RetrySafe(_) | Self::RetryIfIdempotent(_))
     }
 
     /// The reason of a retryable outcome.
+    ///
+    /// ```
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// assert_eq!(Outcome::RetryIfIdempotent(Reason::Timeout).reason(), Some(Reason::Timeout));
+    /// assert_eq!(Outcome::Fatal.reason(), None);
+    /// ```
     pub const fn reason(&self) -> Option<Reason> {
         match self {
             Self::RetrySafe(reason) | Self::RetryIfIdempotent(reason) => Some(*reason),
@@ -52,6 +87,18 @@ impl Outcome {
 }
 
 /// Why an attempt is worth retrying; it appears in `tracing` events and retry hooks.
+///
+/// Its [`Display`](fmt::Display) is what the events print; a classifier of your own names its reasons
+/// with [`Reason::Other`].
+///
+/// ```
+/// use http::StatusCode;
+/// use stagger::Reason;
+///
+/// assert_eq!(Reason::Status(StatusCode::TOO_MANY_REQUESTS).to_string(), "status 429");
+/// assert_eq!(Reason::ConnectionClosed.to_string(), "connection closed");
+/// assert_eq!(Reason::Other("queue full").to_string(), "queue full");
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -91,6 +138,20 @@ impl fmt::Display for Reason {
 /// After the last attempt a request can have, the adapters no longer hold it (no copy is kept for an
 /// attempt that can never be retried): the view then has the method and the target but no headers, and
 /// the classification only decides what [`RetryInfo`](crate::RetryInfo) reports.
+///
+/// ```
+/// use http::{HeaderMap, Method, Uri};
+/// use stagger::classify::RequestView;
+///
+/// let uri = Uri::from_static("https://api.example.com/items?page=2");
+/// let headers = HeaderMap::new();
+/// let view = RequestView::new(&Method::GET, &uri, &headers);
+/// assert_eq!(view.method(), Method::GET);
+/// assert_eq!(view.host(), Some("api.example.com"));
+/// assert_eq!(view.path(), Some("/items"));
+/// assert!(view.is_idempotent());
+/// assert_eq!(view.to_string(), "GET https://api.example.com/items?page=2");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RequestView<'a> {
     method: &'a Method,
@@ -107,6 +168,14 @@ enum Target<'a> {
 
 impl<'a> RequestView<'a> {
     /// A view of an `http` request's method, URI and headers.
+    ///
+    /// ```
+    /// use stagger::classify::RequestView;
+    ///
+    /// let request = http::Request::delete("http://example.com/items/7").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.path(), Some("/items/7"));
+    /// ```
     pub const fn new(method: &'a Method, uri: &'a Uri, headers: &'a HeaderMap) -> Self {
         Self {
             method,
@@ -116,6 +185,17 @@ impl<'a> RequestView<'a> {
     }
 
     /// A view of a `reqwest` request.
+    ///
+    /// ```
+    /// use reqwest::{Method, Url};
+    /// use stagger::classify::RequestView;
+    ///
+    /// let url = Url::parse("https://example.com/items/7").unwrap();
+    /// let request = reqwest::Request::new(Method::PUT, url);
+    /// let view = RequestView::from_reqwest(&request);
+    /// assert_eq!((view.host(), view.path()), (Some("example.com"), Some("/items/7")));
+    /// assert!(view.is_idempotent());
+    /// ```
     #[cfg(feature = "reqwest")]
     pub fn from_reqwest(request: &'a reqwest::Request) -> Self {
         Self {
@@ -146,11 +226,25 @@ impl<'a> RequestView<'a> {
     }
 
     /// The request's method.
+    ///
+    /// ```
+    /// # use stagger::classify::RequestView;
+    /// let request = http::Request::post("http://example.com/orders").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.method(), http::Method::POST);
+    /// ```
     pub const fn method(&self) -> &'a Method {
         self.method
     }
 
-    /// The path of the request's target, if known.
+    /// The path of the request's target, if known: without the query.
+    ///
+    /// ```
+    /// # use stagger::classify::RequestView;
+    /// let request = http::Request::get("http://example.com/search?q=stagger").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.path(), Some("/search"));
+    /// ```
     pub fn path(&self) -> Option<&'a str> {
         match self.target {
             Target::Uri(uri) => Some(uri.path()),
@@ -159,7 +253,18 @@ impl<'a> RequestView<'a> {
         }
     }
 
-    /// The host of the request's target, if known.
+    /// The host of the request's target, if known: `None` for a URI without one (a bare path).
+    ///
+    /// ```
+    /// # use stagger::classify::RequestView;
+    /// let absolute = http::Request::get("http://example.com:8080/items").body(()).unwrap();
+    /// let view = RequestView::new(absolute.method(), absolute.uri(), absolute.headers());
+    /// assert_eq!(view.host(), Some("example.com"));
+    ///
+    /// let relative = http::Request::get("/items").body(()).unwrap();
+    /// let view = RequestView::new(relative.method(), relative.uri(), relative.headers());
+    /// assert_eq!(view.host(), None);
+    /// ```
     pub fn host(&self) -> Option<&'a str> {
         match self.target {
             Target::Uri(uri) => uri.host(),
@@ -169,12 +274,39 @@ impl<'a> RequestView<'a> {
     }
 
     /// The request's headers, if known.
+    ///
+    /// ```
+    /// # use stagger::classify::RequestView;
+    /// let request = http::Request::get("http://example.com/")
+    ///     .header("x-tenant", "acme")
+    ///     .body(())
+    ///     .unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.headers().unwrap()["x-tenant"], "acme");
+    /// ```
     pub const fn headers(&self) -> Option<&'a HeaderMap> {
         self.headers
     }
 
     /// Whether sending the request twice has the effect of sending it once: `GET`, `HEAD`, `OPTIONS`,
     /// `TRACE`, `PUT` and `DELETE` (RFC 9110 §9.2.2), or any request carrying an `Idempotency-Key` header.
+    ///
+    /// ```
+    /// use stagger::classify::{IDEMPOTENCY_KEY, RequestView};
+    ///
+    /// let is_idempotent = |request: &http::Request<()>| {
+    ///     RequestView::new(request.method(), request.uri(), request.headers()).is_idempotent()
+    /// };
+    /// let put = http::Request::put("http://example.com/items/7").body(()).unwrap();
+    /// let post = http::Request::post("http://example.com/orders").body(()).unwrap();
+    /// let keyed = http::Request::post("http://example.com/orders")
+    ///     .header(IDEMPOTENCY_KEY, "order-7f3a")
+    ///     .body(())
+    ///     .unwrap();
+    /// assert!(is_idempotent(&put));
+    /// assert!(!is_idempotent(&post));
+    /// assert!(is_idempotent(&keyed));
+    /// ```
     pub fn is_idempotent(&self) -> bool {
         matches!(
             *self.method,
@@ -201,9 +333,72 @@ impl fmt::Display for RequestView<'_> {
 }
 
 /// The `Idempotency-Key` header (IETF draft `httpapi-idempotency-key-header`).
+///
+/// A `POST` that failed in a way the server may have acted on (a `502`, a timeout, a reset) is sent
+/// again only when it carries this header, which lets the server recognise the repeat. Against a server
+/// that answers `502` once, then `200`:
+///
+/// ```
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use stagger::classify::IDEMPOTENCY_KEY;
+/// use stagger::{RetryInfo, StopReason};
+/// # use tower::{Layer, ServiceExt};
+/// # async fn send(request: http::Request<()>) -> RetryInfo {
+/// #     let calls = std::sync::atomic::AtomicU32::new(0);
+/// #     let server = tower::service_fn(|_: http::Request<()>| {
+/// #         let first = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+/// #         let response = http::Response::builder().status(if first { 502 } else { 200 });
+/// #         async move { Ok::<_, std::convert::Infallible>(response.body(()).unwrap()) }
+/// #     });
+/// #     let backoff = stagger::Backoff::fixed(std::time::Duration::from_millis(10));
+/// #     let policy = stagger::RetryPolicy::builder().backoff(backoff).build().unwrap();
+/// #     let response = stagger::RetryLayer::new(policy).layer(server).oneshot(request).await.unwrap();
+/// #     *response.extensions().get::<RetryInfo>().unwrap()
+/// # }
+///
+/// let post = http::Request::post("http://example.com/orders").body(()).unwrap();
+/// let info = send(post).await; // through a `RetryLayer`
+/// assert_eq!((info.attempts(), info.stop_reason()), (1, Some(StopReason::NotIdempotent)));
+///
+/// let keyed = http::Request::post("http://example.com/orders")
+///     .header(IDEMPOTENCY_KEY, "order-7f3a")
+///     .body(())
+///     .unwrap();
+/// let info = send(keyed).await;
+/// assert_eq!((info.attempts(), info.stop_reason()), (2, Some(StopReason::Success)));
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// ```
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// What an attempt produced, as a classifier sees it: a response's status and headers, or an error.
+///
+/// Built by the adapters; building one yourself is how a classifier is tested:
+///
+/// ```
+/// use http::{Extensions, HeaderMap, StatusCode};
+/// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, RequestView};
+/// use stagger::{Outcome, Reason};
+///
+/// let get = http::Request::get("http://example.com/").body(()).unwrap();
+/// let request = RequestView::new(get.method(), get.uri(), get.headers());
+///
+/// let (headers, extensions) = (HeaderMap::new(), Extensions::new());
+/// let busy = AttemptResult::Response {
+///     status: StatusCode::TOO_MANY_REQUESTS,
+///     headers: &headers,
+///     extensions: &extensions,
+/// };
+/// let outcome = DefaultClassifier.classify(&request, &busy);
+/// assert_eq!(outcome, Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS)));
+///
+/// let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// let outcome = DefaultClassifier.classify(&request, &AttemptResult::Error(&reset));
+/// assert_eq!(outcome, Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum AttemptResult<'a> {
     /// The server answered.
@@ -223,7 +418,38 @@ pub enum AttemptResult<'a> {
 /// Decides what an HTTP attempt's outcome means.
 ///
 /// The easiest classifier is a closure passed to [`from_fn`]; a type of your own implements this
-/// trait. To extend the default rather than replace it, fall back to [`DefaultClassifier`].
+/// trait. To extend the default rather than replace it, fall back to [`DefaultClassifier`]:
+///
+/// ```
+/// use http::StatusCode;
+/// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, RequestView};
+/// use stagger::{Outcome, Reason, RetryPolicy};
+///
+/// /// Our gateway answers 409 while a resource is being migrated: worth another try.
+/// struct GatewayClassifier;
+///
+/// impl ClassifyHttp for GatewayClassifier {
+///     fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+///         match result {
+///             AttemptResult::Response { status: StatusCode::CONFLICT, .. } => {
+///                 Outcome::RetryIfIdempotent(Reason::Status(StatusCode::CONFLICT))
+///             }
+///             _ => DefaultClassifier.classify(request, result),
+///         }
+///     }
+/// }
+///
+/// let policy = RetryPolicy::builder().classifier(GatewayClassifier).build()?;
+/// # let get = http::Request::get("http://example.com/").body(()).unwrap();
+/// # let request = RequestView::new(get.method(), get.uri(), get.headers());
+/// # let (headers, extensions) = (http::HeaderMap::new(), http::Extensions::new());
+/// # let response = |status| AttemptResult::Response { status, headers: &headers, extensions: &extensions };
+/// let outcome = policy.classifier().classify(&request, &response(StatusCode::CONFLICT));
+/// assert!(outcome.is_retryable());
+/// let outcome = policy.classifier().classify(&request, &response(StatusCode::NOT_FOUND));
+/// assert_eq!(outcome, Outcome::Fatal); // the default's verdict
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an HTTP classifier",
     label = "expected a `ClassifyHttp`",
@@ -232,6 +458,17 @@ pub enum AttemptResult<'a> {
 )]
 pub trait ClassifyHttp: Send + Sync + 'static {
     /// Classifies one attempt of `request`.
+    ///
+    /// ```
+    /// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, RequestView};
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// let get = http::Request::get("http://example.com/").body(()).unwrap();
+    /// let request = RequestView::new(get.method(), get.uri(), get.headers());
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    /// let outcome = DefaultClassifier.classify(&request, &AttemptResult::Error(&refused));
+    /// assert_eq!(outcome, Outcome::RetrySafe(Reason::Connect));
+    /// ```
     fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome;
 }
 
@@ -303,6 +540,25 @@ where
 }
 
 /// The classifier [`from_fn`] makes.
+///
+/// It is [`Clone`] and [`Copy`] when the closure is: one classifier can serve several policies.
+///
+/// ```
+/// use stagger::classify::{self, ClassifyHttp, DefaultClassifier, FromFn};
+/// use stagger::{Outcome, RetryPolicy};
+///
+/// let never_post: FromFn<_> = classify::from_fn(|request, result| {
+///     if request.method() == http::Method::POST {
+///         Outcome::Fatal
+///     } else {
+///         DefaultClassifier.classify(request, result)
+///     }
+/// });
+/// let reads = RetryPolicy::builder().classifier(never_post).build()?;
+/// let writes = RetryPolicy::builder().classifier(never_post).max_retries(1).build()?;
+/// # let _ = (reads, writes);
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
 #[derive(Clone, Copy)]
 pub struct FromFn<F>(F);
 
@@ -334,6 +590,29 @@ where
 /// `reqwest::Error` (feature `reqwest`), `hyper::Error` and `hyper_util`'s client error (features `hyper`,
 /// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`. The feature `reqwest`
 /// implies the other three, so a reqwest client's errors are understood in full whatever else is enabled.
+///
+/// It does not look at the request: whether a retryable outcome is retried for *this* request (its
+/// method, its `Idempotency-Key`) is the policy's decision, after the classifier's.
+///
+/// ```
+/// use http::{Extensions, HeaderMap, StatusCode};
+/// use stagger::classify::{AttemptResult, ClassifyHttp, DefaultClassifier, RequestView};
+/// use stagger::{Outcome, Reason};
+///
+/// # let get = http::Request::get("http://example.com/").body(()).unwrap();
+/// # let request = RequestView::new(get.method(), get.uri(), get.headers());
+/// let (headers, extensions) = (HeaderMap::new(), Extensions::new());
+/// let classify = |status| {
+///     let response = AttemptResult::Response { status, headers: &headers, extensions: &extensions };
+///     DefaultClassifier.classify(&request, &response)
+/// };
+/// let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+/// assert_eq!(classify(unavailable), Outcome::RetrySafe(Reason::Status(unavailable)));
+/// let bad_gateway = StatusCode::BAD_GATEWAY;
+/// assert_eq!(classify(bad_gateway), Outcome::RetryIfIdempotent(Reason::Status(bad_gateway)));
+/// assert_eq!(classify(StatusCode::NOT_FOUND), Outcome::Fatal);
+/// assert_eq!(classify(StatusCode::OK), Outcome::Success);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultClassifier;
 
@@ -347,6 +626,20 @@ impl ClassifyHttp for DefaultClassifier {
 }
 
 /// The default classification of a status code; see [`DefaultClassifier`].
+///
+/// ```
+/// use http::StatusCode;
+/// use stagger::classify::classify_status;
+/// use stagger::{Outcome, Reason};
+///
+/// let too_many = StatusCode::TOO_MANY_REQUESTS;
+/// assert_eq!(classify_status(too_many), Outcome::RetrySafe(Reason::Status(too_many)));
+/// let error = StatusCode::INTERNAL_SERVER_ERROR;
+/// assert_eq!(classify_status(error), Outcome::RetryIfIdempotent(Reason::Status(error)));
+/// // 501: the server will not learn the method by the next attempt.
+/// assert_eq!(classify_status(StatusCode::NOT_IMPLEMENTED), Outcome::Fatal);
+/// assert_eq!(classify_status(StatusCode::NO_CONTENT), Outcome::Success);
+/// ```
 pub fn classify_status(status: StatusCode) -> Outcome {
     match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
@@ -363,7 +656,41 @@ pub fn classify_status(status: StatusCode) -> Outcome {
 /// Gives the classifier a `&dyn Error` view of an error type.
 ///
 /// Implemented for the errors of the clients this crate supports and for boxed errors (what
-/// `tower::timeout` and `tower::util::BoxService` produce). For an error type of your own, return `self`.
+/// `tower::timeout` and `tower::util::BoxService` produce). For an error type of your own, return `self`:
+/// the classifier then reads it, and what its [`source`](Error::source) chain holds.
+///
+/// ```
+/// use std::{error::Error, fmt, io};
+/// use stagger::adapter::AsError;
+/// use stagger::classify::classify_error;
+/// use stagger::{Outcome, Reason};
+///
+/// #[derive(Debug)]
+/// struct ClientError(io::Error);
+///
+/// impl fmt::Display for ClientError {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("request failed")
+///     }
+/// }
+///
+/// impl Error for ClientError {
+///     fn source(&self) -> Option<&(dyn Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+///
+/// impl AsError for ClientError {
+///     fn as_error(&self) -> &(dyn Error + 'static) {
+///         self
+///     }
+/// }
+///
+/// // A service failing with `ClientError` can now sit under `RetryLayer::new`; the default
+/// // classifier finds the `io::Error` along the source chain:
+/// let error = ClientError(io::ErrorKind::ConnectionRefused.into());
+/// assert_eq!(classify_error(error.as_error()), Outcome::RetrySafe(Reason::Connect));
+/// ```
 #[diagnostic::on_unimplemented(
     message = "stagger's HTTP classifier cannot read the error type `{Self}`",
     note = "implemented for std::io::Error, http::Error, tower's and tokio's Elapsed, boxed errors, and with their features for reqwest 0.13, hyper 1, hyper-util 0.1 and h2 0.4 errors",
@@ -372,6 +699,17 @@ pub fn classify_status(status: StatusCode) -> Outcome {
 )]
 pub trait AsError {
     /// This error as a trait object.
+    ///
+    /// ```
+    /// use stagger::adapter::AsError;
+    /// use stagger::classify::classify_error;
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// // What `tower::timeout` fails with: a boxed error.
+    /// let timeout: Box<dyn std::error::Error + Send + Sync> =
+    ///     Box::new(tower::timeout::error::Elapsed::new());
+    /// assert_eq!(classify_error(timeout.as_error()), Outcome::RetryIfIdempotent(Reason::Timeout));
+    /// ```
     fn as_error(&self) -> &(dyn Error + 'static);
 }
 

@@ -18,6 +18,28 @@ use crate::state::RetryState;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
+    ///
+    /// It runs the whole call: the attempts, the sleeps between them and the time limits. Dropping it
+    /// cancels the attempt in flight and the retries to come, and gives a retry it had taken from the
+    /// budget back.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use stagger::tower::ResponseFuture;
+    /// use stagger::{RetryLayer, RetryPolicy};
+    /// use tower::{Layer, Service, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let ok = |_: http::Request<()>| async { Ok::<_, Infallible>(http::Response::new(())) };
+    /// let inner = service_fn(ok);
+    /// let mut service = RetryLayer::new(RetryPolicy::default()).layer(inner);
+    /// let ready = service.ready().await.unwrap();
+    /// let future: ResponseFuture<_, _, _> = ready.call(http::Request::new(()));
+    /// let response = future.await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// # }
+    /// ```
     pub struct ResponseFuture<S, Req, R>
     where
         S: Service<Req>,

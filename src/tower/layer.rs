@@ -42,6 +42,35 @@ pub struct RetryLayer<R = HttpReplay> {
 
 impl RetryLayer {
     /// A layer that retries HTTP requests under `policy`, with the policy's HTTP classifier.
+    ///
+    /// A server that answers `503` with `Retry-After: 1`, then `200`:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{RetryInfo, RetryLayer, RetryPolicy};
+    /// use tower::{ServiceBuilder, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let calls = std::sync::atomic::AtomicU32::new(0);
+    /// # let server = tower::service_fn(|_: http::Request<String>| {
+    /// #     let first = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+    /// #     let response = match first {
+    /// #         true => http::Response::builder().status(503).header("retry-after", "1"),
+    /// #         false => http::Response::builder().status(200),
+    /// #     };
+    /// #     async move { Ok::<_, std::convert::Infallible>(response.body(()).unwrap()) }
+    /// # });
+    /// let service = ServiceBuilder::new()
+    ///     .layer(RetryLayer::new(RetryPolicy::default()))
+    ///     .service(server);
+    /// let response = service.oneshot(http::Request::new(String::new())).await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// let info = response.extensions().get::<RetryInfo>().unwrap();
+    /// assert_eq!(info.attempts(), 2);
+    /// assert!(info.slept() >= Duration::from_secs(1)); // Retry-After honoured
+    /// # }
+    /// ```
     pub const fn new(policy: RetryPolicy) -> Self {
         Self {
             policy,
@@ -53,6 +82,32 @@ impl RetryLayer {
 impl<F> RetryLayer<ReplayFn<F>> {
     /// A layer for any service whose requests are [`Clone`], judging each attempt's result with
     /// `classify`; the policy's HTTP classifier is not used.
+    ///
+    /// Here a service over `u32` requests that is busy twice, then answers:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryLayer, RetryPolicy};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let calls = AtomicU32::new(0);
+    /// let double = service_fn(|n: u32| {
+    ///     let busy = calls.fetch_add(1, Ordering::SeqCst) < 2;
+    ///     async move { if busy { Err("busy") } else { Ok(n * 2) } }
+    /// });
+    /// let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// let policy = RetryPolicy::builder().backoff(backoff).build().unwrap();
+    /// let layer = RetryLayer::with_classifier(policy, |result: &Result<u32, &str>| match result {
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(_) => Outcome::RetrySafe(Reason::Other("busy")),
+    /// });
+    /// assert_eq!(layer.layer(double).oneshot(21).await.unwrap(), 42);
+    /// assert_eq!(calls.load(Ordering::SeqCst), 3);
+    /// # }
+    /// ```
     pub const fn with_classifier(policy: RetryPolicy, classify: F) -> Self {
         Self {
             policy,

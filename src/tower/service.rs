@@ -14,6 +14,19 @@ use crate::state::{RetryInfo, StopReason};
 /// changes the error of what it wraps: the inner error is one call away
 /// ([`inner`](crate::Error::inner), [`into_inner`](crate::Error::into_inner), or `source()`), and the
 /// [`RetryInfo`] of the call comes with it.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use stagger::{RetryLayer, RetryPolicy};
+/// use tower::{Layer, service_fn};
+///
+/// let ok = |_: http::Request<()>| async { Ok::<_, Infallible>(http::Response::new(())) };
+/// let inner = service_fn(ok);
+/// let mut service = RetryLayer::new(RetryPolicy::default()).layer(inner);
+/// assert_eq!(service.policy().max_retries(), 3);
+/// let _inner = service.get_ref(); // or `get_mut()`
+/// let _inner = service.into_inner(); // the service it wrapped, without retries
+/// ```
 #[derive(Debug, Clone)]
 pub struct Retry<S, R = HttpReplay> {
     inner: S,
@@ -23,6 +36,27 @@ pub struct Retry<S, R = HttpReplay> {
 
 impl<S, R> Retry<S, R> {
     /// Wraps `inner`, retrying under `policy` with `replay` copying and judging its requests.
+    ///
+    /// What [`RetryLayer`](super::RetryLayer) makes, without a layer; `replay` is
+    /// [`HttpReplay`](crate::adapter::HttpReplay) for HTTP, [`ReplayFn`](crate::adapter::ReplayFn) for
+    /// a closure, or a [`Replay`] of your own.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use stagger::adapter::HttpReplay;
+    /// use stagger::tower::Retry;
+    /// use stagger::{RetryInfo, RetryPolicy};
+    /// use tower::{Service, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let ok = |_: http::Request<()>| async { Ok::<_, Infallible>(http::Response::new(())) };
+    /// let inner = service_fn(ok);
+    /// let mut service = Retry::new(inner, RetryPolicy::default(), HttpReplay);
+    /// let response = service.ready().await.unwrap().call(http::Request::new(())).await.unwrap();
+    /// assert_eq!(response.extensions().get::<RetryInfo>().unwrap().attempts(), 1);
+    /// # }
+    /// ```
     pub const fn new(inner: S, policy: RetryPolicy, replay: R) -> Self {
         Self {
             inner,
