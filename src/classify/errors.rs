@@ -159,7 +159,13 @@ fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
         return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
     }
     if let Some(e) = e.downcast_ref::<io::Error>() {
-        return recognise_io(e.kind());
+        // `io::Error::source()` skips the error an `io::Error` wraps, so a refusal wrapped in
+        // `io::Error::other` (as TLS and proxy layers do) would otherwise never be seen: an
+        // `io::Error` of a kind that says nothing is opened, and what it wraps is read.
+        return recognise_io(e.kind()).or_else(|| {
+            let inner: &(dyn Error + 'static) = e.get_ref()?;
+            chain(inner).find_map(recognise)
+        });
     }
     None
 }
@@ -256,6 +262,18 @@ mod tests {
             classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
             Outcome::Fatal
         );
+        // An `io::Error` wrapped in another, whose `source()` skips it.
+        let nested = io::Error::other(io::Error::from(io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify_error(&nested), Outcome::RetrySafe(Reason::Connect));
+        let nested = io::Error::other(io::Error::other(io::Error::from(
+            io::ErrorKind::ConnectionReset,
+        )));
+        assert_eq!(
+            classify_error(&Wrapper(nested)),
+            Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
+        );
+        let nested = io::Error::other(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert_eq!(classify_error(&nested), Outcome::Fatal);
         // The kind is the transport's verdict, whatever the words: a refusal is not a certificate failure.
         let refused = Wrapper(io::Error::new(
             io::ErrorKind::ConnectionRefused,
