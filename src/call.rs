@@ -11,10 +11,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::RequestView;
 use crate::error::{Elapsed, Error};
 use crate::replay::Source;
-use crate::state::{Attempt, Decision, Limit, RetryInfo, RetryState, StopReason};
+use crate::state::{Limit, RetryState};
 use crate::timer::{Timer, after, poll_zero_delay};
 
 /// How an attempt ended.

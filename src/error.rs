@@ -3,9 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::attempt::RetryInfo;
 use crate::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 use crate::classify::AsError;
-use crate::state::RetryInfo;
 
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///

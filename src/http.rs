@@ -5,10 +5,10 @@ use std::time::SystemTime;
 use http::header::RETRY_AFTER;
 use http::{Extensions, HeaderMap, StatusCode};
 
+use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
 use crate::policy::RetryPolicy;
 use crate::retry_after::parse_retry_after;
-use crate::state::{Attempt, RetryInfo};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 ///

@@ -148,8 +148,10 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod attempt;
 mod backoff;
 mod budget;
+mod builder;
 mod call;
 pub mod classify;
 mod error;
@@ -169,14 +171,15 @@ mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
 
+pub use crate::attempt::{RetryInfo, StopReason};
 pub use crate::backoff::{Backoff, Delays, Jitter};
 pub use crate::budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::builder::RetryPolicyBuilder;
 pub use crate::classify::{Outcome, Reason};
 pub use crate::error::{ConfigError, Elapsed, Error};
-pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, RetryPolicyBuilder};
+pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
-pub use crate::state::{RetryInfo, StopReason};
 
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
@@ -192,10 +195,11 @@ pub mod adapter {
     //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`](crate::RetryMiddleware) or
     //! [`retry`](crate::retry()) needs none of it, but for one thing: an error type of one's own that
     //! the layer should classify implements [`AsError`].
+    pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::AsError;
     pub use crate::http::HttpResponse;
     pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
-    pub use crate::state::{Attempt, Decision, RetryState};
+    pub use crate::state::RetryState;
 }
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.

@@ -9,8 +9,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::attempt::StopReason;
 use crate::classify::{Reason, RequestView};
-use crate::state::StopReason;
 
 /// Emits `$level` with the request's fields when there is a view of it, and without them otherwise.
 macro_rules! event {

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::ops::ControlFlow;
 
+use crate::attempt::{Attempt, RetryInfo};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::call::{Attempted, Call, Final};
 use crate::classify::{AsError, Outcome, RequestView};
@@ -16,7 +17,6 @@ use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::state::RetryState;
-use crate::state::{Attempt, RetryInfo};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///

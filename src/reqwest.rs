@@ -10,11 +10,11 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::attempt::RetryInfo;
 use crate::call::Call;
 use crate::classify::AsError;
 use crate::policy::RetryPolicy;
 use crate::replay::{Held, HttpReplay, Replay, step};
-use crate::state::RetryInfo;
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///

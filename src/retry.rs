@@ -4,11 +4,11 @@ use std::future::{Future, poll_fn};
 use std::ops::ControlFlow;
 use std::pin::pin;
 
+use crate::attempt::Attempt;
 use crate::call::{Attempted, Call};
 use crate::classify::Outcome;
 use crate::error::Error;
 use crate::policy::RetryPolicy;
-use crate::state::Attempt;
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
 /// retries, sleeping on tokio's timer between attempts.

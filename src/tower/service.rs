@@ -3,10 +3,10 @@ use std::task::{Context, Poll};
 use ::tower::Service;
 
 use super::future::ResponseFuture;
+use crate::attempt::{RetryInfo, StopReason};
 use crate::error::Error;
 use crate::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
-use crate::state::{RetryInfo, StopReason};
 
 /// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).
 ///

@@ -1,0 +1,345 @@
+//! What goes into the state machine and what comes out of it: an [`Attempt`] in, a [`Decision`] out,
+//! and, when the retries stop, the [`RetryInfo`] and [`StopReason`] a call ends with.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::classify::{Outcome, Reason};
+
+/// Why a request's retries stopped; recorded in [`RetryInfo`].
+///
+/// What a caller does next depends on it:
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # let policy = RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_millis(10))).build().unwrap();
+/// let refused = || async { Err::<(), _>("connection refused") };
+/// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+///     .await
+///     .unwrap_err();
+/// let next = match error.info().stop_reason() {
+///     Some(StopReason::MaxRetries | StopReason::Budget | StopReason::Deadline) => "still failing",
+///     Some(StopReason::NotIdempotent) => "may have been applied: check before sending again",
+///     Some(StopReason::Fatal) => "will not work later either",
+///     _ => "something else",
+/// };
+/// assert_eq!(next, "still failing");
+/// assert_eq!(StopReason::MaxRetries.to_string(), "max retries reached");
+/// # }
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The last attempt succeeded.
+    Success,
+    /// The last attempt failed in a way a retry will not fix.
+    Fatal,
+    /// The server may have acted on a non-idempotent request without an `Idempotency-Key`.
+    NotIdempotent,
+    /// The request could not be copied for another attempt (a streaming body).
+    NotReplayable,
+    /// `max_retries` retries were made.
+    MaxRetries,
+    /// The deadline (`max_elapsed`) passed, or the next retry would have ended past it.
+    Deadline,
+    /// The retry budget is spent.
+    Budget,
+    /// The server's `Retry-After` is longer than `max_retry_after`.
+    RetryAfterTooLong,
+    /// The inner service failed to become ready for a retry; its `poll_ready` error is returned.
+    NotReady,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Success => "success",
+            Self::Fatal => "not retryable",
+            Self::NotIdempotent => "not idempotent",
+            Self::NotReplayable => "request cannot be replayed",
+            Self::MaxRetries => "max retries reached",
+            Self::Deadline => "deadline reached",
+            Self::Budget => "retry budget exhausted",
+            Self::RetryAfterTooLong => "retry-after exceeds max_retry_after",
+            Self::NotReady => "service not ready",
+        })
+    }
+}
+
+/// What the state machine answers for one attempt.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+///
+/// let mut state = RetryPolicy::builder().max_retries(1).build()?.start();
+/// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+/// match state.decide(refused) {
+///     // Full jitter under the first ceiling, 100 ms.
+///     Decision::Retry(delay) => assert!(delay <= Duration::from_millis(100)),
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// state.begin_retry().unwrap();
+/// assert_eq!(state.decide(refused), Decision::Stop(StopReason::MaxRetries));
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Sleep this long, then send the request again.
+    Retry(Duration),
+    /// Return the last attempt's result as it is.
+    Stop(StopReason),
+}
+
+/// What one attempt produced, as the state machine needs it.
+///
+/// An adapter builds one from the classifier's [`Outcome`] and what it knows of the request and the
+/// response; here a `429` to a `GET`, with `Retry-After: 5`:
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderValue, StatusCode};
+/// use stagger::adapter::{Attempt, Decision};
+/// use stagger::{Outcome, Reason, RetryPolicy, parse_retry_after};
+///
+/// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
+/// let retry_after = parse_retry_after(&HeaderValue::from_static("5"), SystemTime::now());
+/// let attempt = Attempt::new(too_many).retry_after(retry_after);
+/// match RetryPolicy::default().start().decide(attempt) {
+///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(5)),
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    pub(crate) outcome: Outcome,
+    pub(crate) idempotent: bool,
+    pub(crate) replayable: bool,
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl Attempt {
+    /// An attempt with this classified outcome, of an idempotent, replayable request, without `Retry-After`.
+    ///
+    /// ```
+    /// use stagger::adapter::Attempt;
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// let timeout = Outcome::RetryIfIdempotent(Reason::Timeout);
+    /// let attempt = Attempt::new(timeout);
+    /// assert_eq!(attempt, Attempt::new(timeout).idempotent(true).replayable(true).retry_after(None));
+    /// ```
+    pub const fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            idempotent: true,
+            replayable: true,
+            retry_after: None,
+        }
+    }
+
+    /// An attempt that ran past `attempt_timeout` and was dropped: a timeout, after which the server may
+    /// have acted.
+    pub(crate) const fn timed_out(idempotent: bool) -> Self {
+        Self::new(Outcome::RetryIfIdempotent(Reason::Timeout)).idempotent(idempotent)
+    }
+
+    /// Whether sending the request again is harmless (see
+    /// [`RequestView::is_idempotent`](crate::classify::RequestView::is_idempotent)). Defaults to `true`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let timeout = Attempt::new(Outcome::RetryIfIdempotent(Reason::Timeout));
+    /// assert!(matches!(policy.start().decide(timeout), Decision::Retry(_)));
+    /// let post = timeout.idempotent(false);
+    /// assert_eq!(policy.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    /// ```
+    pub const fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Whether the request can be sent again at all (a streaming body cannot). Defaults to `true`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let streamed = Attempt::new(Outcome::RetrySafe(Reason::Connect)).replayable(false);
+    /// let decision = RetryPolicy::default().start().decide(streamed);
+    /// assert_eq!(decision, Decision::Stop(StopReason::NotReplayable));
+    /// ```
+    pub const fn replayable(mut self, replayable: bool) -> Self {
+        self.replayable = replayable;
+        self
+    }
+
+    /// How long the server asked the client to wait, from [`parse_retry_after`](crate::parse_retry_after).
+    /// Defaults to `None`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // Longer than the policy's `max_retry_after` (30 s by default): not waited for.
+    /// let overloaded = Attempt::new(Outcome::RetrySafe(Reason::Other("overloaded")))
+    ///     .retry_after(Some(Duration::from_secs(45)));
+    /// let decision = RetryPolicy::default().start().decide(overloaded);
+    /// assert_eq!(decision, Decision::Stop(StopReason::RetryAfterTooLong));
+    /// ```
+    pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    /// The classified outcome.
+    ///
+    /// ```
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::Outcome;
+    /// assert_eq!(Attempt::new(Outcome::Fatal).outcome(), Outcome::Fatal);
+    /// ```
+    pub const fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// What happened to a request across its attempts.
+///
+/// The adapters insert it into the final response's extensions, and every error they return carries it
+/// ([`Error::info`](crate::Error::info)):
+///
+/// ```
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # use std::time::Duration;
+/// # use stagger::{Backoff, RetryLayer, RetryPolicy, StopReason};
+/// # use tower::{Layer, ServiceExt, service_fn};
+/// # let policy = RetryPolicy::builder()
+/// #     .backoff(Backoff::fixed(Duration::from_millis(10)))
+/// #     .build()
+/// #     .unwrap();
+/// # let calls = std::sync::atomic::AtomicU32::new(0);
+/// # let server = service_fn(|_: http::Request<()>| {
+/// #     let status = if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 { 503 } else { 200 };
+/// #     async move { Ok::<_, std::convert::Infallible>(http::Response::builder().status(status).body(()).unwrap()) }
+/// # });
+/// # let response = RetryLayer::new(policy).layer(server).oneshot(http::Request::new(())).await.unwrap();
+/// // A 503, then a 200:
+/// let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+/// assert_eq!(info.attempts(), 2);
+/// assert_eq!(info.slept(), Duration::from_millis(10));
+/// assert_eq!(info.stop_reason(), Some(StopReason::Success));
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryInfo {
+    pub(crate) attempts: u32,
+    pub(crate) slept: Duration,
+    pub(crate) stop: Option<StopReason>,
+}
+
+impl RetryInfo {
+    /// Attempts made, the first included; an attempt cut short by the deadline counts.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.attempts(), 2);
+    /// ```
+    pub const fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The retries made: `attempts() - 1`, and zero when no attempt was made.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.retries(), 1);
+    /// assert_eq!(stagger::RetryInfo::default().retries(), 0);
+    /// ```
+    pub const fn retries(&self) -> u32 {
+        self.attempts.saturating_sub(1)
+    }
+
+    /// Time spent sleeping between attempts: the delays decided, not the attempts' own time.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::StatusCode;
+    /// # use stagger::adapter::Attempt;
+    /// # use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    /// # let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
+    /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
+    /// # state.begin_retry().unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// // A 503, then, 10 ms later, a 200:
+    /// let info = state.info();
+    /// assert_eq!(info.slept(), Duration::from_millis(10));
+    /// ```
+    pub const fn slept(&self) -> Duration {
+        self.slept
+    }
+
+    /// Why the attempts stopped; `None` while they go on.
+    ///
+    /// ```
+    /// use stagger::adapter::Attempt;
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let mut state = RetryPolicy::default().start();
+    /// let _ = state.decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// assert_eq!(state.info().stop_reason(), None); // a retry is due
+    /// state.begin_retry().unwrap();
+    /// let _ = state.decide(Attempt::new(Outcome::Success));
+    /// assert_eq!(state.info().stop_reason(), Some(StopReason::Success));
+    /// ```
+    pub const fn stop_reason(&self) -> Option<StopReason> {
+        self.stop
+    }
+
+    /// No attempt made, stopped for `reason`.
+    #[cfg(feature = "tower")]
+    pub(crate) const fn stopped_before_sending(reason: StopReason) -> Self {
+        Self {
+            attempts: 0,
+            slept: Duration::ZERO,
+            stop: Some(reason),
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! [`RetryPolicyBuilder`]: every setting of a [`RetryPolicy`], its default, and the checks that
+//! refuse an invalid one.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::budget::RetryBudget;
+use crate::classify::{ClassifyHttp, DefaultClassifier};
+use crate::error::ConfigError;
+use crate::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
+use crate::rng::{StreamSource, entropy_seed};
+
+/// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
+/// [`build`](RetryPolicyBuilder::build) as a [`ConfigError`], never by a panic.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{Backoff, RetryPolicy};
+///
+/// let policy = RetryPolicy::builder()
+///     .backoff(Backoff::exponential(Duration::from_millis(50)).max_delay(Duration::from_secs(2)))
+///     .max_retries(5)
+///     .max_elapsed(Duration::from_secs(10))
+///     .build()?;
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[must_use]
+pub struct RetryPolicyBuilder {
+    backoff: Backoff,
+    max_retries: u32,
+    max_elapsed: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+    max_retry_after: Duration,
+    retry_after: RetryAfterMode,
+    idempotency: bool,
+    budget: Budget,
+    seed: Option<u64>,
+    classifier: Box<dyn ClassifyHttp>,
+    on_retry: Option<Box<RetryHook>>,
+}
+
+/// The budget a builder will give its policy.
+#[derive(Debug)]
+enum Budget {
+    /// A [`RetryBudget::default`] of its own, opened by `build`.
+    Default,
+    /// The account of a [`RetryBudget`], shared with whatever else holds a clone of it.
+    Given(RetryBudget),
+    /// None: [`RetryPolicyBuilder::no_budget`].
+    Off,
+}
+
+impl fmt::Debug for RetryPolicyBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicyBuilder")
+            .field("backoff", &self.backoff)
+            .field("max_retries", &self.max_retries)
+            .field("max_elapsed", &self.max_elapsed)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("retry_after", &self.retry_after)
+            .field("idempotency", &self.idempotency)
+            .field("budget", &self.budget)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RetryPolicyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RetryPolicyBuilder {
+    /// A builder starting from the defaults of [`RetryPolicy`]; the same as [`RetryPolicy::builder`]
+    /// and [`RetryPolicyBuilder::default`].
+    ///
+    /// ```
+    /// use stagger::{RetryPolicy, RetryPolicyBuilder};
+    ///
+    /// let policy = RetryPolicyBuilder::new().build()?;
+    /// assert_eq!(policy.max_retries(), RetryPolicy::DEFAULT_MAX_RETRIES);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn new() -> Self {
+        Self {
+            backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
+            max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
+            max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
+            attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
+            max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
+            retry_after: RetryAfterMode::Spread,
+            idempotency: true,
+            budget: Budget::Default,
+            seed: None,
+            classifier: Box::new(DefaultClassifier),
+            on_retry: None,
+        }
+    }
+
+    /// Sets the backoff. Defaults to [`Backoff::exponential`] from 100 ms (base 2, 20 s cap, full jitter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Jitter, RetryPolicy};
+    ///
+    /// let backoff = Backoff::exponential(Duration::from_millis(250))
+    ///     .max_delay(Duration::from_secs(5))
+    ///     .jitter(Jitter::Equal);
+    /// let policy = RetryPolicy::builder().backoff(backoff).build()?;
+    /// assert_eq!(policy.backoff().get_max_delay(), Duration::from_secs(5));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets the most retries after the first attempt. Defaults to 3; `u32::MAX` is unlimited in practice,
+    /// `0` never retries.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+    ///     .max_retries(1)
+    ///     .build()?;
+    /// let refused = || async { Err::<(), _>("connection refused") };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.info().attempts(), 2); // the first attempt and one retry
+    /// assert_eq!(error.info().stop_reason(), Some(StopReason::MaxRetries));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Sets one deadline across all attempts and sleeps of a call. Defaults to 30 s
+    /// ([`RetryPolicy::DEFAULT_MAX_ELAPSED`]).
+    ///
+    /// It is a hard limit: a retry whose sleep would end past it is not taken, a retry is not sent once
+    /// it has passed (it is checked again after the inner service's `poll_ready`), and an attempt still in
+    /// flight when it passes is dropped, which cancels it. The call then ends at once with the last
+    /// response received, intact ([`StopReason::Deadline`](crate::StopReason::Deadline) in its
+    /// [`RetryInfo`](crate::RetryInfo)), or, if there was none, with an [`Error`](crate::Error) whose
+    /// [`is_deadline`](crate::Error::is_deadline) is true.
+    ///
+    /// Measured on `tokio::time::Instant` (paused-time tests see it). The adapters start its clock when
+    /// the first attempt first has to wait, so a request answered at its first poll never reads the
+    /// clock; [`RetryPolicy::start`] starts it at once. Zero is refused by
+    /// [`build`](Self::build).
+    ///
+    /// Here retries 1 s apart stop after the third, since a fourth would come at 4 s, past the deadline:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_secs(1)))
+    ///     .max_retries(100)
+    ///     .max_elapsed(Duration::from_millis(3500))
+    ///     .build()?;
+    /// let refused = || async { Err::<(), _>("connection refused") };
+    /// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(error.info().attempts(), 4);
+    /// assert_eq!(error.info().stop_reason(), Some(StopReason::Deadline));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
+        self.max_elapsed = Some(max_elapsed);
+        self
+    }
+
+    /// Removes the deadline: only `max_retries`, the budget and `attempt_timeout` bound a call.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_max_elapsed().build()?;
+    /// assert_eq!(policy.max_elapsed(), None);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn no_max_elapsed(mut self) -> Self {
+        self.max_elapsed = None;
+        self
+    }
+
+    /// Sets the time limit of one attempt, until the response's head (status and headers) arrives: an
+    /// attempt that exceeds it is dropped, which cancels it, and is judged a timeout, which is retried
+    /// like any timeout when the request is idempotent or carries an `Idempotency-Key`. Defaults to 10 s
+    /// ([`RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT`]).
+    ///
+    /// It nests inside the deadline: an attempt gets `min(attempt_timeout, time left)`. When the retries
+    /// stop on a timed-out attempt, the call ends with an [`Error`](crate::Error) whose
+    /// [`is_attempt_timeout`](crate::Error::is_attempt_timeout) is true. The body of a response that
+    /// arrived in time is not limited: reading it is the caller's business. Zero is refused by
+    /// [`build`](Self::build).
+    ///
+    /// An attempt that hangs is cut after 2 s and the next one answers:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use stagger::{Outcome, RetryPolicy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), stagger::ConfigError> {
+    /// let policy = RetryPolicy::builder().attempt_timeout(Duration::from_secs(2)).build()?;
+    /// let attempts = AtomicU32::new(0);
+    /// let hangs_once = || async {
+    ///     let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+    ///     if attempt == 1 {
+    ///         std::future::pending::<()>().await;
+    ///     }
+    ///     Ok::<_, std::io::Error>(attempt)
+    /// };
+    /// let value = stagger::retry(&policy, hangs_once, |_| Outcome::Success).await.unwrap();
+    /// assert_eq!(value, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
+        self.attempt_timeout = Some(attempt_timeout);
+        self
+    }
+
+    /// Removes the time limit of each attempt: an attempt waits as long as the deadline allows.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_attempt_timeout().build()?;
+    /// assert_eq!(policy.attempt_timeout(), None);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn no_attempt_timeout(mut self) -> Self {
+        self.attempt_timeout = None;
+        self
+    }
+
+    /// Sets the longest `Retry-After` the policy waits for; a longer one stops the retries and the response
+    /// is handed back as received. Defaults to 30 s ([`RetryPolicy::DEFAULT_MAX_RETRY_AFTER`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // A 503 asking for two minutes:
+    /// let unavailable = Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE));
+    /// let attempt = Attempt::new(unavailable).retry_after(Some(Duration::from_secs(120)));
+    ///
+    /// let impatient = RetryPolicy::builder().max_retry_after(Duration::from_secs(60)).build()?;
+    /// assert_eq!(impatient.start().decide(attempt), Decision::Stop(StopReason::RetryAfterTooLong));
+    ///
+    /// // Waiting needs a deadline that leaves room for it, too.
+    /// let patient = RetryPolicy::builder()
+    ///     .max_retry_after(Duration::from_secs(300))
+    ///     .max_elapsed(Duration::from_secs(600))
+    ///     .build()?;
+    /// let decision = patient.start().decide(attempt);
+    /// assert!(matches!(decision, Decision::Retry(delay) if delay >= Duration::from_secs(120)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn max_retry_after(mut self, max_retry_after: Duration) -> Self {
+        self.max_retry_after = max_retry_after;
+        self
+    }
+
+    /// Sets how `Retry-After` combines with the backoff. Defaults to [`RetryAfterMode::Spread`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryAfterMode, RetryPolicy};
+    ///
+    /// // For a server that spreads its own `Retry-After` values: wait exactly what it says.
+    /// let policy = RetryPolicy::builder().retry_after(RetryAfterMode::Strict).build()?;
+    /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
+    /// let attempt = Attempt::new(too_many).retry_after(Some(Duration::from_secs(3)));
+    /// assert_eq!(policy.start().decide(attempt), Decision::Retry(Duration::from_secs(3)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn retry_after(mut self, mode: RetryAfterMode) -> Self {
+        self.retry_after = mode;
+        self
+    }
+
+    /// Sets whether a non-idempotent request (a `POST` without `Idempotency-Key`) is kept from being replayed
+    /// after a failure the server may have acted on. Defaults to `true`; turn it off only for a server
+    /// known to deduplicate.
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// // A POST (not idempotent) answered 502: the server may have acted on it.
+    /// let bad_gateway = Outcome::RetryIfIdempotent(Reason::Status(StatusCode::BAD_GATEWAY));
+    /// let post = Attempt::new(bad_gateway).idempotent(false);
+    ///
+    /// let checked = RetryPolicy::default();
+    /// assert_eq!(checked.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    ///
+    /// let deduplicating_server = RetryPolicy::builder().idempotency_check(false).build()?;
+    /// assert!(matches!(deduplicating_server.start().decide(post), Decision::Retry(_)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn idempotency_check(mut self, enabled: bool) -> Self {
+        self.idempotency = enabled;
+        self
+    }
+
+    /// Turns the retry budget off: only `max_retries` and `max_elapsed` limit the retries.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().no_budget().build()?;
+    /// assert!(policy.budget().is_none());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn no_budget(mut self) -> Self {
+        self.budget = Budget::Off;
+        self
+    }
+
+    /// Sets the retry budget the policy draws on. Defaults to a [`RetryBudget::default()`] of the
+    /// policy's own (ratio 0.2, at least 10 retries/s, over a 10 s window), shared only by its clones.
+    ///
+    /// The policy keeps the budget's account, not a copy of it: every policy built with a clone of
+    /// `budget` draws on the same one, so a `GET` policy and a `POST` policy to one backend, or the
+    /// policies of every host of a client, are limited together.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{RetryBudget, RetryPolicy};
+    ///
+    /// let budget = RetryBudget::builder().ratio(0.1).window(Duration::from_secs(30)).build()?;
+    /// let get = RetryPolicy::builder().budget(budget.clone()).build()?;
+    /// let post = RetryPolicy::builder().max_retries(1).budget(budget).build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Budget::Given(budget);
+        self
+    }
+
+    /// Seeds the jitter, for reproducible tests and simulations. Each request still draws its own stream,
+    /// derived from this seed. Defaults to a seed from OS entropy, never the clock.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// // The delay before the first retry of the next request:
+    /// let first_delay = |policy: &RetryPolicy| -> Decision {
+    ///     policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)))
+    /// };
+    /// let a = RetryPolicy::builder().seed(7).build()?;
+    /// let b = RetryPolicy::builder().seed(7).build()?;
+    /// assert_eq!(first_delay(&a), first_delay(&b)); // the same seed, the same sequence
+    /// assert_ne!(first_delay(&a), first_delay(&a)); // each request its own stream
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Sets the HTTP classifier, a [`ClassifyHttp`] or a closure. Defaults to [`DefaultClassifier`].
+    ///
+    /// A closure given here spells its argument types; wrapped in
+    /// [`classify::from_fn`](crate::classify::from_fn) it need not.
+    ///
+    /// ```
+    /// use stagger::classify::{AttemptResult, RequestView};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// // Retry 5xx responses, and nothing else: no error, however transient it looks.
+    /// let policy = RetryPolicy::builder()
+    ///     .classifier(|_: &RequestView<'_>, result: &AttemptResult<'_>| match result {
+    ///         AttemptResult::Response { status, .. } if status.is_server_error() => {
+    ///             Outcome::RetryIfIdempotent(Reason::Status(*status))
+    ///         }
+    ///         AttemptResult::Response { .. } => Outcome::Success,
+    ///         AttemptResult::Error(_) => Outcome::Fatal,
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn classifier(mut self, classifier: impl ClassifyHttp) -> Self {
+        self.classifier = Box::new(classifier);
+        self
+    }
+
+    /// Calls `hook` before every retry's sleep, with the attempt, the delay and the reason (a
+    /// [`RetryEvent`]). Defaults to none; the `tracing` events are emitted either way.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// static RETRIES: AtomicU32 = AtomicU32::new(0); // a metric, say
+    /// let policy = RetryPolicy::builder()
+    ///     .on_retry(|_event| {
+    ///         RETRIES.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build()?;
+    ///
+    /// // The hook runs as soon as a retry is decided, before its sleep:
+    /// let decision = policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// assert!(matches!(decision, Decision::Retry(_)));
+    /// assert_eq!(RETRIES.load(Ordering::Relaxed), 1);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn on_retry(mut self, hook: impl Fn(&RetryEvent) + Send + Sync + 'static) -> Self {
+        self.on_retry = Some(Box::new(hook));
+        self
+    }
+
+    /// Validates the configuration and builds the policy.
+    ///
+    /// A [`ConfigError`] names the setting and the value refused: a meaningless backoff (see
+    /// [`Backoff::validate`]), or a zero `max_elapsed` or `attempt_timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, ConfigError, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder().max_retries(5).build()?;
+    ///
+    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).base(0.5);
+    /// let error = RetryPolicy::builder().backoff(shrinking).build().unwrap_err();
+    /// assert_eq!(error, ConfigError::InvalidBase(0.5));
+    /// assert_eq!(error.to_string(), "backoff base must be a finite number >= 1.0, got 0.5");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn build(self) -> Result<RetryPolicy, ConfigError> {
+        self.backoff.validate()?;
+        if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {
+            return Err(ConfigError::MaxElapsed(max_elapsed));
+        }
+        if let Some(timeout) = self.attempt_timeout.filter(Duration::is_zero) {
+            return Err(ConfigError::AttemptTimeout(timeout));
+        }
+        Ok(RetryPolicy {
+            shared: Arc::new(Shared {
+                backoff: self.backoff,
+                max_retries: self.max_retries,
+                max_elapsed: self.max_elapsed,
+                attempt_timeout: self.attempt_timeout,
+                max_retry_after: self.max_retry_after,
+                retry_after: self.retry_after,
+                idempotency: self.idempotency,
+                budget: match self.budget {
+                    Budget::Default => Some(RetryBudget::default()),
+                    Budget::Given(budget) => Some(budget),
+                    Budget::Off => None,
+                },
+                streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
+                classifier: self.classifier,
+                on_retry: self.on_retry,
+            }),
+        })
+    }
+}
