@@ -48,10 +48,14 @@ pub enum StopReason {
     Deadline,
     /// The retry budget is spent.
     Budget,
-    /// The server's `Retry-After` is longer than `max_retry_after`.
+    /// The delay the server asked for (`Retry-After`, or a rate-limit header: see
+    /// [`server_delay`](crate::server_delay)) is longer than `max_retry_after`.
     RetryAfterTooLong,
     /// The inner service failed to become ready for a retry; its `poll_ready` error is returned.
     NotReady,
+    /// The host asked for a pause that outlasts `max_retry_after` or the deadline, so the request was
+    /// not sent (see [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
+    Cooldown,
 }
 
 impl fmt::Display for StopReason {
@@ -66,6 +70,7 @@ impl fmt::Display for StopReason {
             Self::Budget => "retry budget exhausted",
             Self::RetryAfterTooLong => "retry-after exceeds max_retry_after",
             Self::NotReady => "service not ready",
+            Self::Cooldown => "host cooling down",
         })
     }
 }
@@ -121,6 +126,8 @@ pub struct Attempt {
     pub(crate) idempotent: bool,
     pub(crate) replayable: bool,
     pub(crate) retry_after: Option<Duration>,
+    pub(crate) throttled: bool,
+    pub(crate) cooldown: Option<Duration>,
 }
 
 impl Attempt {
@@ -140,6 +147,8 @@ impl Attempt {
             idempotent: true,
             replayable: true,
             retry_after: None,
+            throttled: false,
+            cooldown: None,
         }
     }
 
@@ -182,8 +191,9 @@ impl Attempt {
         self
     }
 
-    /// How long the server asked the client to wait, from [`parse_retry_after`](crate::parse_retry_after).
-    /// Defaults to `None`.
+    /// How long the server asked the client to wait before retrying, from
+    /// [`server_delay`](crate::server_delay) (or [`parse_retry_after`](crate::parse_retry_after) for
+    /// `Retry-After` alone). Defaults to `None`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -198,6 +208,40 @@ impl Attempt {
     /// ```
     pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
         self.retry_after = retry_after;
+        self
+    }
+
+    /// Whether the server is throttling the client rather than failing: a `429`, or a `503` with a
+    /// rate-limit header. Without a usable [`retry_after`](Self::retry_after), such an attempt waits on
+    /// the policy's [`throttle_backoff`](crate::RetryPolicyBuilder::throttle_backoff) instead of its
+    /// backoff. Defaults to `false`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+    ///     .throttle_backoff(Backoff::fixed(Duration::from_secs(2)))
+    ///     .build()?;
+    /// let too_many = Attempt::new(Outcome::RetrySafe(Reason::Other("429")));
+    /// assert_eq!(policy.start().decide(too_many), Decision::Retry(Duration::from_millis(10)));
+    /// let throttled = too_many.throttled(true);
+    /// assert_eq!(policy.start().decide(throttled), Decision::Retry(Duration::from_secs(2)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub const fn throttled(mut self, throttled: bool) -> Self {
+        self.throttled = throttled;
+        self
+    }
+
+    /// How long the response asked every request to its host to wait: the server delay of a `429` or
+    /// a `503`, or the reset of a quota a response of any status says is spent. Recorded for the host
+    /// when the policy has [`host_cooldown`](crate::RetryPolicyBuilder::host_cooldown) on, and only for
+    /// a request whose view names a host. Defaults to `None`.
+    pub const fn cooldown(mut self, cooldown: Option<Duration>) -> Self {
+        self.cooldown = cooldown;
         self
     }
 
@@ -248,6 +292,7 @@ impl Attempt {
 pub struct RetryInfo {
     pub(crate) attempts: u32,
     pub(crate) slept: Duration,
+    pub(crate) cooldown: Duration,
     pub(crate) stop: Option<StopReason>,
 }
 
@@ -316,6 +361,13 @@ impl RetryInfo {
         self.slept
     }
 
+    /// Time spent before the first attempt, waiting for the host's pause to end (see
+    /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)); not part of
+    /// [`slept`](Self::slept). Zero when the host was not cooling down.
+    pub const fn cooldown(&self) -> Duration {
+        self.cooldown
+    }
+
     /// Why the attempts stopped; `None` while they go on.
     ///
     /// ```
@@ -339,6 +391,7 @@ impl RetryInfo {
         Self {
             attempts: 0,
             slept: Duration::ZERO,
+            cooldown: Duration::ZERO,
             stop: Some(reason),
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::backoff::Backoff;
 use crate::budget::RetryBudget;
 use crate::classify::{ClassifyHttp, DefaultClassifier};
+use crate::cooldown::Cooldowns;
 use crate::error::ConfigError;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
 use crate::rng::{StreamSource, entropy_seed};
@@ -29,6 +30,8 @@ use crate::rng::{StreamSource, entropy_seed};
 #[must_use]
 pub struct RetryPolicyBuilder {
     backoff: Backoff,
+    throttle_backoff: Backoff,
+    host_cooldown: bool,
     max_retries: u32,
     max_elapsed: Option<Duration>,
     attempt_timeout: Option<Duration>,
@@ -56,6 +59,8 @@ impl fmt::Debug for RetryPolicyBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicyBuilder")
             .field("backoff", &self.backoff)
+            .field("throttle_backoff", &self.throttle_backoff)
+            .field("host_cooldown", &self.host_cooldown)
             .field("max_retries", &self.max_retries)
             .field("max_elapsed", &self.max_elapsed)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -88,6 +93,8 @@ impl RetryPolicyBuilder {
     pub fn new() -> Self {
         Self {
             backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
+            throttle_backoff: RetryPolicy::DEFAULT_THROTTLE_BACKOFF,
+            host_cooldown: false,
             max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
             max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
             attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
@@ -116,6 +123,80 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Sets the schedule of a throttled attempt, one the server refused to limit the client's rate
+    /// rather than because it failed: a `429`, or a `503` with a rate-limit header (see
+    /// [`server_delay`](crate::server_delay)), that gives no usable delay. Defaults to
+    /// [`RetryPolicy::DEFAULT_THROTTLE_BACKOFF`]: exponential from 500 ms, base 2, 20 s cap, equal
+    /// jitter (250–500 ms, 0.5–1 s, 1–2 s, …).
+    ///
+    /// A transient failure (a `503` without such a header, a reset) is over in a moment, and the
+    /// backoff's 100 ms suits it; a rate limit is counted over a window, most often a second or more,
+    /// and a retry 0–100 ms later meets the same limit and spends another request of the quota. So
+    /// throttling has its own schedule, as the AWS SDKs (a 500 ms base delay for throttling errors
+    /// against 100 ms for others, equal jitter) and gRPC (which tells `RESOURCE_EXHAUSTED` from
+    /// `UNAVAILABLE`) do. Equal jitter keeps a floor under the first wait, which full jitter would not.
+    /// A server delay, when there is one, is used instead, as for any retry.
+    ///
+    /// The throttle schedule counts its own retries: the `n`-th throttled retry waits on its `c(n)`,
+    /// whatever transient failures came between.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, RetryPolicy};
+    ///
+    /// // A quota counted per minute: back off in seconds, not milliseconds.
+    /// let policy = RetryPolicy::builder()
+    ///     .throttle_backoff(Backoff::exponential(Duration::from_secs(2)).max_delay(Duration::from_secs(60)))
+    ///     .build()?;
+    /// assert_eq!(policy.throttle_backoff().initial(), Duration::from_secs(2));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn throttle_backoff(mut self, backoff: Backoff) -> Self {
+        self.throttle_backoff = backoff;
+        self
+    }
+
+    /// Sets whether a pause a host asks for holds every request to it, not only the retries of the
+    /// request it answered. Defaults to `false`.
+    ///
+    /// With it on, a `429` or a `503` that carries a server delay (`Retry-After`, `retry-after-ms`, a
+    /// rate-limit header: see [`server_delay`](crate::server_delay)), or any response whose
+    /// rate-limit headers say the quota is spent (`RateLimit: "name";r=0;t=30`,
+    /// `X-RateLimit-Remaining: 0`), starts a pause for its host (name and port) until that delay has
+    /// passed. Every later request to the host through this policy — every clone of the layer or the
+    /// middleware — waits before its first attempt until the pause ends, plus a uniform share of a
+    /// window as long as the pause (`RetryAfterMode::Spread`'s rule), so that the waiters do not all
+    /// leave in the same millisecond; a retry to the host waits at least until it ends too. A pause
+    /// that outlasts `max_retry_after` or the time left before the deadline is not waited for: the
+    /// request is not sent, and the call fails at once with a [`Rejected`](crate::Rejected) error
+    /// whose [`RetryInfo`](crate::RetryInfo) says [`StopReason::Cooldown`](crate::StopReason::Cooldown).
+    /// The time waited is [`RetryInfo::cooldown`](crate::RetryInfo::cooldown).
+    ///
+    /// What it saves: after a `429`, the stampede that matters is not the retries but the new requests
+    /// the same process keeps sending while the server has said to wait; each is refused and spends the
+    /// server's quota or capacity again. The AWS SDKs hold new requests so in their adaptive mode.
+    ///
+    /// Why it is off by default: a host is not always one quota. GitHub counts search, the core API
+    /// and GraphQL separately on one host, and many APIs limit per endpoint or per key; a pause asked
+    /// for by one endpoint would then hold requests the server would have served, for as long as 30 s.
+    /// Turn it on for an API with one quota per host, or give such an endpoint a policy of its own
+    /// (policies do not share their pauses). The memory it takes is bounded: at most 4 096 hosts, and a
+    /// host's entry is gone once its pause ends. A policy with it on and no pause in force costs one
+    /// atomic load per request.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder().host_cooldown(true).build()?;
+    /// assert!(policy.host_cooldown());
+    /// assert!(!RetryPolicy::default().host_cooldown());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn host_cooldown(mut self, enabled: bool) -> Self {
+        self.host_cooldown = enabled;
         self
     }
 
@@ -455,6 +536,7 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         self.backoff.validate()?;
+        self.throttle_backoff.validate()?;
         if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {
             return Err(ConfigError::MaxElapsed(max_elapsed));
         }
@@ -464,6 +546,7 @@ impl RetryPolicyBuilder {
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 backoff: self.backoff,
+                throttle_backoff: self.throttle_backoff,
                 max_retries: self.max_retries,
                 max_elapsed: self.max_elapsed,
                 attempt_timeout: self.attempt_timeout,
@@ -475,6 +558,7 @@ impl RetryPolicyBuilder {
                     Budget::Given(budget) => Some(budget),
                     Budget::Off => None,
                 },
+                cooldowns: self.host_cooldown.then(Cooldowns::new),
                 streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
                 classifier: self.classifier,
                 on_retry: self.on_retry,

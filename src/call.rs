@@ -72,6 +72,29 @@ impl<Res> Call<Res> {
         &self.retry
     }
 
+    /// Before the first attempt: `Ok(true)` when the request must first wait out its host's pause
+    /// (with [`poll_pause`](Self::poll_pause), then [`begin_retry`](Self::begin_retry)), `Ok(false)`
+    /// to send it at once, or `Err(final)` when the pause outlasts the policy's limits and the request
+    /// is not sent. `view` is asked for only while some host is cooling down.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[inline]
+    pub(crate) fn before_first<'v, E>(
+        &mut self,
+        view: impl FnOnce() -> Option<RequestView<'v>>,
+    ) -> Result<bool, Final<Res, E>> {
+        match self.retry.before_first(view) {
+            Ok(None) => Ok(false),
+            Ok(Some(wait)) => {
+                self.phase = Phase::Pause(wait.is_zero());
+                if !wait.is_zero() {
+                    self.timer.set(after(wait));
+                }
+                Ok(true)
+            }
+            Err(rejected) => Err(Err(Error::from_rejected(rejected))),
+        }
+    }
+
     /// Polls the attempt in flight. Its time limit — the earlier of `attempt_timeout` and the deadline —
     /// is set only when it first has to wait: an attempt answered at its first poll costs no timer and no
     /// clock read.

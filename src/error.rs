@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::attempt::RetryInfo;
 use crate::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 use crate::classify::AsError;
+use crate::rejected::Rejected;
 
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///
@@ -137,6 +138,8 @@ enum Repr<E> {
     /// A retry was due and the request could not be copied for it; only a custom `Replay` that breaks
     /// its contract gets here.
     Unsent(RetryInfo),
+    /// The request was not sent at all.
+    Rejected(Rejected),
 }
 
 impl<E> Error<E> {
@@ -149,6 +152,12 @@ impl<E> Error<E> {
     pub(crate) const fn from_elapsed(elapsed: Elapsed) -> Self {
         Self {
             repr: Repr::Elapsed(elapsed),
+        }
+    }
+
+    pub(crate) const fn from_rejected(rejected: Rejected) -> Self {
+        Self {
+            repr: Repr::Rejected(rejected),
         }
     }
 
@@ -181,6 +190,7 @@ impl<E> Error<E> {
         match &self.repr {
             Repr::Inner(_, info) | Repr::Unsent(info) => *info,
             Repr::Elapsed(elapsed) => elapsed.info,
+            Repr::Rejected(rejected) => rejected.info(),
         }
     }
 
@@ -208,7 +218,7 @@ impl<E> Error<E> {
     pub const fn inner(&self) -> Option<&E> {
         match &self.repr {
             Repr::Inner(error, _) => Some(error),
-            Repr::Elapsed(_) | Repr::Unsent(_) => None,
+            Repr::Elapsed(_) | Repr::Unsent(_) | Repr::Rejected(_) => None,
         }
     }
 
@@ -242,6 +252,7 @@ impl<E> Error<E> {
             Repr::Inner(error, _) => Ok(error),
             Repr::Elapsed(elapsed) => Err(Error::from_elapsed(elapsed)),
             Repr::Unsent(info) => Err(Error::unsent(info)),
+            Repr::Rejected(rejected) => Err(Error::from_rejected(rejected)),
         }
     }
 
@@ -267,7 +278,7 @@ impl<E> Error<E> {
     pub const fn elapsed(&self) -> Option<&Elapsed> {
         match &self.repr {
             Repr::Elapsed(elapsed) => Some(elapsed),
-            Repr::Inner(..) | Repr::Unsent(_) => None,
+            Repr::Inner(..) | Repr::Unsent(_) | Repr::Rejected(_) => None,
         }
     }
 
@@ -314,6 +325,15 @@ impl<E> Error<E> {
     pub const fn is_attempt_timeout(&self) -> bool {
         matches!(&self.repr, Repr::Elapsed(e) if e.is_attempt_timeout())
     }
+
+    /// Why the request was not sent at all, if it was not: its host asked for a pause longer than the
+    /// policy waits for (see [`Rejected`]).
+    pub const fn rejected(&self) -> Option<&Rejected> {
+        match &self.repr {
+            Repr::Rejected(rejected) => Some(rejected),
+            Repr::Inner(..) | Repr::Elapsed(_) | Repr::Unsent(_) => None,
+        }
+    }
 }
 
 impl<E: fmt::Debug> fmt::Debug for Error<E> {
@@ -326,6 +346,7 @@ impl<E: fmt::Debug> fmt::Debug for Error<E> {
                 .finish(),
             Repr::Elapsed(elapsed) => f.debug_tuple("Error").field(elapsed).finish(),
             Repr::Unsent(info) => f.debug_struct("Error").field("info", info).finish(),
+            Repr::Rejected(rejected) => f.debug_tuple("Error").field(rejected).finish(),
         }
     }
 }
@@ -343,6 +364,7 @@ impl<E> fmt::Display for Error<E> {
                 Ok(())
             }
             Repr::Elapsed(elapsed) => fmt::Display::fmt(elapsed, f),
+            Repr::Rejected(rejected) => fmt::Display::fmt(rejected, f),
         }
     }
 }
@@ -355,6 +377,7 @@ where
         match &self.repr {
             Repr::Inner(error, _) => Some(error.as_error()),
             Repr::Elapsed(elapsed) => Some(elapsed),
+            Repr::Rejected(rejected) => Some(rejected),
             Repr::Unsent(_) => None,
         }
     }

@@ -2,13 +2,12 @@
 
 use std::time::SystemTime;
 
-use http::header::RETRY_AFTER;
 use http::{Extensions, HeaderMap, StatusCode};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
 use crate::policy::RetryPolicy;
-use crate::retry_after::parse_retry_after;
+use crate::pushback::{has_rate_limit_headers, quota_exhausted, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 ///
@@ -94,15 +93,38 @@ where
         Err(error) => AttemptResult::Error(error.as_error()),
     };
     let outcome = policy.classifier().classify(request, &seen);
-    let retry_after = match (&seen, outcome.is_retryable()) {
-        (AttemptResult::Response { headers, .. }, true) => headers
-            .get(RETRY_AFTER)
-            .and_then(|value| parse_retry_after(value, SystemTime::now())),
-        _ => None,
+    let attempt = Attempt::new(outcome).idempotent(request.is_idempotent());
+    let retryable = outcome.is_retryable();
+    let cooldown = policy.host_cooldown();
+    // A success or a fatal answer reads no header, unless the policy keeps the pauses hosts ask for.
+    if !retryable && !cooldown {
+        return attempt;
+    }
+    let AttemptResult::Response {
+        status, headers, ..
+    } = seen
+    else {
+        return attempt;
     };
-    Attempt::new(outcome)
-        .idempotent(request.is_idempotent())
-        .retry_after(retry_after)
+    let refusal =
+        status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
+    let delay = if retryable || refusal {
+        server_delay(headers, SystemTime::now())
+    } else {
+        None
+    };
+    let throttled = status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::SERVICE_UNAVAILABLE && has_rate_limit_headers(headers);
+    let pause = match (cooldown, refusal) {
+        (false, _) => None,
+        (true, true) => delay,
+        // A success can say the quota is spent: the next request would be refused.
+        (true, false) => quota_exhausted(headers, &SystemTime::now),
+    };
+    attempt
+        .retry_after(delay.filter(|_| retryable))
+        .throttled(retryable && throttled)
+        .cooldown(pause)
 }
 
 /// Puts what happened into the response the call ends with.

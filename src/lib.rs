@@ -154,15 +154,19 @@ mod budget;
 mod builder;
 mod call;
 pub mod classify;
+mod cooldown;
 mod error;
 mod http;
 mod http_date;
 mod log;
 mod policy;
+mod pushback;
+mod rejected;
 mod replay;
 mod retry;
 mod retry_after;
 mod rng;
+mod sfv;
 mod state;
 mod timer;
 
@@ -178,6 +182,8 @@ pub use crate::builder::RetryPolicyBuilder;
 pub use crate::classify::{Outcome, Reason};
 pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+pub use crate::pushback::server_delay;
+pub use crate::rejected::Rejected;
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
 

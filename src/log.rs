@@ -28,20 +28,39 @@ macro_rules! event {
     };
 }
 
-/// A retry is about to wait `delay`: `attempt` failed for `reason`. `retry_after` says whether the
-/// delay honours the server's `Retry-After` rather than the backoff alone.
+/// What set a retry's delay: the `delay.reason` of its event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DelayCause {
+    /// The backoff.
+    Backoff,
+    /// The throttle schedule: a `429`, or a `503` with a rate-limit header, without a usable delay.
+    Throttle,
+    /// The delay the server asked for (`Retry-After` or a rate-limit header).
+    ServerDelay,
+    /// The pause the host asked of every request.
+    Cooldown,
+}
+
+impl DelayCause {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Backoff => "backoff",
+            Self::Throttle => "throttle",
+            Self::ServerDelay => "retry-after",
+            Self::Cooldown => "cooldown",
+        }
+    }
+}
+
+/// A retry is about to wait `delay`, set by `cause`: `attempt` failed for `reason`.
 pub(crate) fn retrying(
     view: Option<&RequestView<'_>>,
     attempt: u32,
     delay: Duration,
     reason: Reason,
-    retry_after: bool,
+    cause: DelayCause,
 ) {
-    let why = if retry_after {
-        "retry-after"
-    } else {
-        "backoff"
-    };
+    let why = cause.as_str();
     event!(
         DEBUG,
         view,
@@ -51,6 +70,18 @@ pub(crate) fn retrying(
         delay_ms = millis(delay),
         delay.reason = why,
         "retrying"
+    );
+}
+
+/// A request waits `wait` before its first attempt, for its host's pause to end.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
+    event!(
+        DEBUG,
+        view,
+        delay_ms = millis(wait),
+        delay.reason = DelayCause::Cooldown.as_str(),
+        "waiting for the host's pause"
     );
 }
 

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backoff::Backoff;
+use crate::backoff::{Backoff, Jitter};
 use crate::budget::RetryBudget;
 use crate::builder::RetryPolicyBuilder;
 use crate::classify::{ClassifyHttp, Reason};
+use crate::cooldown::Cooldowns;
 use crate::rng::StreamSource;
 use crate::state::RetryState;
 
@@ -159,6 +160,7 @@ pub struct RetryPolicy {
 /// What every clone of a policy shares; read by the state machine.
 pub(crate) struct Shared {
     pub(crate) backoff: Backoff,
+    pub(crate) throttle_backoff: Backoff,
     pub(crate) max_retries: u32,
     pub(crate) max_elapsed: Option<Duration>,
     pub(crate) attempt_timeout: Option<Duration>,
@@ -166,6 +168,8 @@ pub(crate) struct Shared {
     pub(crate) retry_after: RetryAfterMode,
     pub(crate) idempotency: bool,
     pub(crate) budget: Option<RetryBudget>,
+    /// The pauses hosts asked for, when `host_cooldown` is on.
+    pub(crate) cooldowns: Option<Cooldowns>,
     pub(crate) streams: StreamSource,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
     pub(crate) on_retry: Option<Box<RetryHook>>,
@@ -241,6 +245,23 @@ impl RetryPolicy {
     /// ```
     pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
+    /// The default schedule of a throttled attempt (a `429`, or a `503` with a rate-limit header)
+    /// without a usable server delay: exponential from 500 ms, base 2, `max_delay` 20 s, equal jitter,
+    /// so 250–500 ms, then 500 ms–1 s, 1–2 s, … See
+    /// [`RetryPolicyBuilder::throttle_backoff`] for why.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Jitter, RetryPolicy};
+    ///
+    /// let throttle = RetryPolicy::DEFAULT_THROTTLE_BACKOFF;
+    /// assert_eq!(throttle.initial(), Duration::from_millis(500));
+    /// assert_eq!(throttle.get_jitter(), Jitter::Equal);
+    /// assert_eq!(RetryPolicy::default().throttle_backoff(), &throttle);
+    /// ```
+    pub const DEFAULT_THROTTLE_BACKOFF: Backoff =
+        Backoff::exponential(Duration::from_millis(500)).jitter(Jitter::Equal);
+
     /// A builder starting from the defaults.
     ///
     /// ```
@@ -297,6 +318,17 @@ impl RetryPolicy {
     /// The backoff in use.
     pub fn backoff(&self) -> &Backoff {
         &self.shared.backoff
+    }
+
+    /// The schedule of throttled attempts without a usable server delay.
+    pub fn throttle_backoff(&self) -> &Backoff {
+        &self.shared.throttle_backoff
+    }
+
+    /// Whether a pause a host asks for holds every request to it (see
+    /// [`RetryPolicyBuilder::host_cooldown`]).
+    pub fn host_cooldown(&self) -> bool {
+        self.shared.cooldowns.is_some()
     }
 
     /// The most retries after the first attempt.

@@ -9,8 +9,13 @@ use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
 use crate::classify::{Outcome, Reason, RequestView};
-use crate::log;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::cooldown;
+use crate::cooldown::{Host, Pause};
+use crate::log::{self, DelayCause};
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::rejected::Rejected;
 
 /// Which of the two time limits ends first for the attempt in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +65,10 @@ pub struct RetryState {
     /// keeps the futures of every request small enough for the allocator's fastest size classes (the
     /// reqwest-middleware future fits 1 KiB with it boxed, and does not without).
     delays: Option<Box<DelayState>>,
+    /// The delays of throttled retries (see `RetryPolicyBuilder::throttle_backoff`), from the first.
+    throttle_delays: Option<Box<DelayState>>,
+    /// Time waited for the host's pause before the first attempt.
+    cooldown: Duration,
     /// When the deadline's clock started; `None` until first needed (see [`RetryPolicy::start`]).
     started: Option<Instant>,
     attempts: u32,
@@ -77,6 +86,8 @@ impl Clone for RetryState {
         Self {
             policy: self.policy.clone(),
             delays: self.delays.clone(),
+            throttle_delays: self.throttle_delays.clone(),
+            cooldown: self.cooldown,
             started: self.started,
             attempts: self.attempts,
             slept: self.slept,
@@ -108,6 +119,8 @@ impl RetryState {
         Self {
             policy,
             delays: None,
+            throttle_delays: None,
+            cooldown: Duration::ZERO,
             started,
             attempts: 0,
             slept: Duration::ZERO,
@@ -179,6 +192,7 @@ impl RetryState {
         RetryInfo {
             attempts: self.attempts,
             slept: self.slept,
+            cooldown: self.cooldown,
             stop: self.stop,
         }
     }
@@ -228,16 +242,17 @@ impl RetryState {
         // The retry decided last time was sent, since this is its outcome.
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
-        let decision = match self.stop_before_delay(&attempt) {
-            Some(reason) => Decision::Stop(reason),
-            None => self.delay(&attempt),
+        self.record_pause(&attempt, request);
+        let (decision, cause) = match self.stop_before_delay(&attempt) {
+            Some(reason) => (Decision::Stop(reason), DelayCause::Backoff),
+            None => self.delay(&attempt, request),
         };
         match decision {
             Decision::Retry(delay) => {
                 self.slept = self.slept.saturating_add(delay);
                 let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
                 let retry_after = self.effective_retry_after(&attempt);
-                log::retrying(request, self.attempts, delay, reason, retry_after.is_some());
+                log::retrying(request, self.attempts, delay, reason, cause);
                 if let Some(hook) = &self.policy.shared.on_retry {
                     hook(&RetryEvent {
                         attempt: self.attempts,
@@ -263,11 +278,92 @@ impl RetryState {
     ) -> StopReason {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
+        self.record_pause(&attempt, request);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
         self.stop(reason, attempt.outcome.reason(), request);
         reason
+    }
+
+    /// Before the first attempt of `request`: how long to wait for its host's pause to end, if the
+    /// policy has `host_cooldown` on and the host asked for one; or, when the pause outlasts
+    /// `max_retry_after` or the time left, the [`Rejected`] the call ends with, unsent.
+    ///
+    /// With no pause in force anywhere this is one atomic load: no clock read, no lock.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[inline]
+    pub(crate) fn before_first<'v>(
+        &mut self,
+        view: impl FnOnce() -> Option<RequestView<'v>>,
+    ) -> Result<Option<Duration>, Rejected> {
+        let Some(cooldowns) = &self.policy.shared.cooldowns else {
+            return Ok(None);
+        };
+        if !cooldowns.is_armed() {
+            return Ok(None);
+        }
+        self.wait_for_host(view().as_ref())
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[cold]
+    fn wait_for_host(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+    ) -> Result<Option<Duration>, Rejected> {
+        let Some(pause) = self.host_pause(request) else {
+            return Ok(None);
+        };
+        let policy = self.policy.clone();
+        let s = &*policy.shared;
+        if s.max_elapsed.is_some() && self.started.is_none() {
+            // The wait is part of the call.
+            self.started = Some(Instant::now());
+        }
+        let remaining = self.remaining();
+        let delays = self
+            .delays
+            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
+        match cooldown::wait(pause, s.max_retry_after, remaining, |window| {
+            delays.uniform(window)
+        }) {
+            Ok(wait) => {
+                self.cooldown = wait;
+                log::cooling_down(request, wait);
+                Ok(Some(wait))
+            }
+            Err(limit) => {
+                self.stop(StopReason::Cooldown, None, request);
+                let info = self.info();
+                Err(match limit {
+                    cooldown::Limit::MaxRetryAfter => {
+                        Rejected::over_max_retry_after(pause.left, s.max_retry_after, info)
+                    }
+                    cooldown::Limit::Deadline => {
+                        Rejected::past_deadline(pause.left, remaining.unwrap_or_default(), info)
+                    }
+                })
+            }
+        }
+    }
+
+    /// Records the pause an attempt's response asked of its host, when the policy keeps pauses.
+    fn record_pause(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        if let (Some(cooldowns), Some(asked)) = (&self.policy.shared.cooldowns, attempt.cooldown)
+            && let Some(host) = request.and_then(Host::of)
+        {
+            cooldowns.record(host, asked, Instant::now());
+        }
+    }
+
+    /// The pause `request`'s host is in, if the policy keeps pauses and one is in force.
+    fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
+        let cooldowns = self.policy.shared.cooldowns.as_ref()?;
+        if !cooldowns.is_armed() {
+            return None;
+        }
+        cooldowns.pause(request.and_then(Host::of)?, Instant::now)
     }
 
     /// Call right before sending a retry that [`decide`](Self::decide) allowed: checks the deadline
@@ -427,18 +523,52 @@ impl RetryState {
         None
     }
 
-    /// The delay before the retry, or why there is none: the deadline or the budget.
-    fn delay(&mut self, attempt: &Attempt) -> Decision {
+    /// The delay before the retry and what set it, or why there is none: the deadline, the host's
+    /// pause, or the budget.
+    fn delay(
+        &mut self,
+        attempt: &Attempt,
+        request: Option<&RequestView<'_>>,
+    ) -> (Decision, DelayCause) {
         let s = &*self.policy.shared;
-        let floor = self.effective_retry_after(attempt);
+        let mut floor = self.effective_retry_after(attempt);
+        let mut cause = match floor {
+            Some(_) => DelayCause::ServerDelay,
+            None if attempt.throttled => DelayCause::Throttle,
+            None => DelayCause::Backoff,
+        };
+        // A pause the host asked of every request holds this retry too.
+        if let Some(pause) = self.host_pause(request)
+            && floor.is_none_or(|floor| pause.left > floor)
+        {
+            if pause.left > s.max_retry_after {
+                return (Decision::Stop(StopReason::Cooldown), cause);
+            }
+            floor = Some(pause.left);
+            cause = DelayCause::Cooldown;
+        }
         let remaining = self.remaining();
-        // The generator is seeded at the first retry, so a request that succeeds at once pays nothing for it.
-        let delays = self
-            .delays
-            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
-        let backoff_delay = delays.next_delay(&s.backoff);
+        // The generators are seeded at the first retry, so a request that succeeds at once pays nothing
+        // for them.
+        let backoff_delay = if cause == DelayCause::Throttle {
+            self.throttle_delays
+                .get_or_insert_with(|| {
+                    Box::new(DelayState::new(
+                        &s.throttle_backoff,
+                        s.streams.next_stream(),
+                    ))
+                })
+                .next_delay(&s.throttle_backoff)
+        } else {
+            self.delays
+                .get_or_insert_with(|| {
+                    Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
+                })
+                .next_delay(&s.backoff)
+        };
         let delay = match (s.retry_after, floor) {
-            (_, None) | (RetryAfterMode::Ignore, _) => backoff_delay,
+            (_, None) => backoff_delay,
+            (RetryAfterMode::Ignore, Some(floor)) => backoff_delay.max(floor),
             // `floor <= max_retry_after` was checked: the cap keeps the floor and bounds the backoff.
             (RetryAfterMode::Strict, Some(floor)) => {
                 floor.max(backoff_delay).min(s.max_retry_after)
@@ -449,19 +579,22 @@ impl RetryState {
                 if let Some(remaining) = remaining {
                     window = window.min(remaining.saturating_sub(floor));
                 }
+                let delays = self.delays.get_or_insert_with(|| {
+                    Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
+                });
                 floor + delays.uniform(window)
             }
         };
         // A retry due at the deadline itself would have no time to run: it is not taken either.
         if remaining.is_some_and(|remaining| delay >= remaining) {
-            return Decision::Stop(StopReason::Deadline);
+            return (Decision::Stop(StopReason::Deadline), cause);
         }
         if let Some(budget) = &s.budget {
             match budget.withdraw() {
                 Some(withdrawal) => self.withdrawn = Some(withdrawal),
-                None => return Decision::Stop(StopReason::Budget),
+                None => return (Decision::Stop(StopReason::Budget), cause),
             }
         }
-        Decision::Retry(delay)
+        (Decision::Retry(delay), cause)
     }
 }

@@ -146,6 +146,31 @@ impl<'a> RequestView<'a> {
         }
     }
 
+    /// The port of the request's target: the one it names, or its scheme's (80 for `http`, 443 for
+    /// `https`); `None` if neither is known.
+    ///
+    /// ```
+    /// # use stagger::classify::RequestView;
+    /// let request = http::Request::get("https://example.com/items").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.port(), Some(443));
+    ///
+    /// let request = http::Request::get("http://example.com:8080/items").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers());
+    /// assert_eq!(view.port(), Some(8080));
+    /// ```
+    pub fn port(&self) -> Option<u16> {
+        match self.target {
+            Target::Uri(uri) => uri.port_u16().or_else(|| match uri.scheme_str() {
+                Some("http") => Some(80),
+                Some("https") => Some(443),
+                _ => None,
+            }),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => url.port_or_known_default(),
+        }
+    }
+
     /// The request's headers, if known.
     ///
     /// ```

@@ -12,8 +12,12 @@ use std::task::{Context, Poll, ready};
 use ::tower::Service;
 use pin_project_lite::pin_project;
 
+use crate::attempt::RetryInfo;
 use crate::call::{Call, Final};
-use crate::replay::{Held, Replay, step};
+use crate::classify::RequestView;
+use crate::error::Error;
+use crate::rejected::Rejected;
+use crate::replay::{Held, Replay, Sent, step};
 use crate::state::RetryState;
 
 pin_project! {
@@ -46,7 +50,7 @@ pin_project! {
         R: Replay<Req, S::Response, S::Error>,
     {
         #[pin]
-        state: State<S::Future>,
+        state: State<S::Future, Req>,
         service: S,
         call: Call<S::Response>,
         replay: R,
@@ -56,9 +60,13 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F> {
+    enum State<F, Req> {
         // An attempt is in flight, under its time limit.
         Called { #[pin] future: F },
+        // The first attempt waits for its host's pause to end, then for the service's readiness.
+        Cooling { request: Option<Req> },
+        // The host's pause outlasts the policy's limits: the request is not sent.
+        Refused { rejected: Rejected },
         // The pause before a retry, then the service's readiness, under the deadline.
         Waiting,
         Done,
@@ -84,11 +92,24 @@ where
 {
     pub(crate) fn new(mut service: S, retry: RetryState, replay: R, request: Req) -> Self {
         let held = Held::prepare(&retry, &replay, &request);
-        let future = service.call(request);
+        let mut call = Call::new(retry);
+        let state = match call.before_first::<S::Error>(|| replay.view(Sent::Copy(&request))) {
+            Ok(false) => State::Called {
+                future: service.call(request),
+            },
+            Ok(true) => State::Cooling {
+                request: Some(request),
+            },
+            Err(result) => match result.map_err(|error| error.rejected().copied()) {
+                Err(Some(rejected)) => State::Refused { rejected },
+                // `before_first` ends a call only with a rejection.
+                _ => State::Done,
+            },
+        };
         Self {
-            state: State::Called { future },
+            state,
             service,
-            call: Call::new(retry),
+            call,
             replay,
             held,
         }
@@ -119,18 +140,42 @@ where
                         ControlFlow::Break(result) => result,
                     }
                 }
+                StateProj::Cooling { request } => {
+                    ready!(this.call.poll_pause(cx));
+                    let ready = match request.as_ref() {
+                        Some(request) => {
+                            let view = replay.view(Sent::Copy(request));
+                            ready!(poll_send(
+                                this.service,
+                                this.call,
+                                view.as_ref(),
+                                record,
+                                cx
+                            ))
+                        }
+                        None => Ok(()),
+                    };
+                    match ready.map(|()| request.take()) {
+                        Ok(Some(request)) => {
+                            let future = this.service.call(request);
+                            this.state.set(State::Called { future });
+                            continue;
+                        }
+                        Ok(None) => panic!("`ResponseFuture` polled after it completed"),
+                        Err(result) => result,
+                    }
+                }
+                StateProj::Refused { rejected } => Err(Error::from_rejected(*rejected)),
                 StateProj::Waiting => {
                     ready!(this.call.poll_pause(cx));
                     let view = replay.view(this.held.sent());
-                    let view = view.as_ref();
-                    let ready = match this.service.poll_ready(cx) {
-                        Poll::Ready(Ok(())) => this.call.begin_retry(view, record),
-                        Poll::Ready(Err(error)) => Err(this.call.not_ready(error, view)),
-                        Poll::Pending => {
-                            ready!(this.call.poll_deadline(cx));
-                            Err(this.call.deadline_before_sending(view, record))
-                        }
-                    };
+                    let ready = ready!(poll_send(
+                        this.service,
+                        this.call,
+                        view.as_ref(),
+                        record,
+                        cx
+                    ));
                     let again = this.call.retry().may_retry();
                     match ready.map(|()| this.held.next(again, replay)) {
                         Ok(Some(request)) => {
@@ -150,4 +195,31 @@ where
             return Poll::Ready(result);
         }
     }
+}
+
+/// `Ok` to send the request, or the call's result.
+type Sendable<S, Req> =
+    Result<(), Final<<S as Service<Req>>::Response, <S as Service<Req>>::Error>>;
+
+/// After a pause, whether the request may be sent: the service ready and the deadline not passed.
+/// `Err` with the call's result otherwise: the service's readiness error, or the deadline passing
+/// while it got ready.
+fn poll_send<S, Req>(
+    service: &mut S,
+    call: &mut Call<S::Response>,
+    view: Option<&RequestView<'_>>,
+    record: impl FnOnce(&mut S::Response, RetryInfo),
+    cx: &mut Context<'_>,
+) -> Poll<Sendable<S, Req>>
+where
+    S: Service<Req>,
+{
+    Poll::Ready(match service.poll_ready(cx) {
+        Poll::Ready(Ok(())) => call.begin_retry(view, record),
+        Poll::Ready(Err(error)) => Err(call.not_ready(error, view)),
+        Poll::Pending => {
+            ready!(call.poll_deadline(cx));
+            Err(call.deadline_before_sending(view, record))
+        }
+    })
 }
