@@ -58,6 +58,15 @@ fn no_timers() -> RetryPolicy {
         .expect("a valid policy")
 }
 
+/// The default policy with `host_cooldown` on and no pause in force: what the cooldown costs a request
+/// when no host has asked for one.
+fn cooldown() -> RetryPolicy {
+    RetryPolicy::builder()
+        .host_cooldown(true)
+        .build()
+        .expect("a valid policy")
+}
+
 fn reqwest_retry() -> Arc<dyn Middleware> {
     Arc::new(RetryTransientMiddleware::new_with_policy(
         ExponentialBackoff::builder().build_with_max_retries(3),
@@ -116,6 +125,10 @@ fn variants() -> Vec<(&'static str, Variant)> {
             "tower/stagger_no_budget",
             tower_variant(RetryLayer::new(no_budget()).layer(ok)),
         ),
+        (
+            "tower/stagger_cooldown",
+            tower_variant(RetryLayer::new(cooldown()).layer(ok)),
+        ),
         ("tower/bare_conn", tower_variant(conn)),
         (
             "tower/tower_retry_conn",
@@ -159,6 +172,13 @@ fn variants() -> Vec<(&'static str, Variant)> {
             "reqwest/stagger_no_budget",
             reqwest_variant(chain(
                 Some(Arc::new(RetryMiddleware::new(no_budget()))),
+                false,
+            )),
+        ),
+        (
+            "reqwest/stagger_cooldown",
+            reqwest_variant(chain(
+                Some(Arc::new(RetryMiddleware::new(cooldown()))),
                 false,
             )),
         ),

@@ -33,8 +33,8 @@
 //! | retry any async operation: a reconnect loop, a restarting worker | [`retry()`] |
 //! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
 //! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
-//! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`RetryReport`] |
-//! | parse a `Retry-After` yourself | [`parse_retry_after`] |
+//! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`] |
+//! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
 //! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
 //!
 //! # Supported versions
@@ -69,7 +69,9 @@
 //! | `max_retries` | 3 |
 //! | `max_elapsed`: one deadline for the whole call, attempts and sleeps included | 30 s |
 //! | `attempt_timeout`: each attempt, to the response's head | 10 s |
-//! | `Retry-After` | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
+//! | `Retry-After` and rate-limit headers ([`server_delay`]) | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
+//! | a `429` without a usable delay | its own schedule: exponential from 500 ms, equal jitter ([`RetryPolicyBuilder::throttle_backoff`]) |
+//! | host cooldown ([`RetryPolicyBuilder::host_cooldown`]) | off |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |

@@ -135,7 +135,7 @@ pub(crate) type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// | idempotency rule | on |
 /// | budget | [`RetryBudget::default`], its own: ratio 0.2 (20 % extra load), at least 10 retries/s, over a 10 s window |
 /// | seed | from OS entropy |
-/// | classifier | [`DefaultClassifier`] |
+/// | classifier | [`DefaultClassifier`](crate::classify::DefaultClassifier) |
 ///
 /// ```
 /// use std::time::Duration;

@@ -234,7 +234,8 @@ where
 ///
 /// A flag in the body (say a JSON `{"retryable": true}`) is read by a layer below the retry layer,
 /// which buffers the body, gives the response a copy of it, and leaves the verdict in the response's
-/// extensions, where the closure finds it: `examples/classifier.rs` does so for `reqwest::Client`.
+/// extensions, where the closure finds it: `examples/classifier.rs` does so with a reqwest-middleware `Middleware` placed after
+/// `RetryMiddleware`.
 ///
 /// ```
 /// use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason};

@@ -306,7 +306,7 @@ pub enum AttemptResult<'a> {
         /// The response's headers.
         headers: &'a HeaderMap,
         /// The response's extensions: where a layer below the retry layer can leave what it read
-        /// in the body (see [`from_fn`]'s example), since the classifier never reads the body itself.
+        /// in the body (see [`from_fn`](super::from_fn)'s example), since the classifier never reads the body itself.
         extensions: &'a Extensions,
     },
     /// The attempt failed without a response.
