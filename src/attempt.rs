@@ -56,6 +56,10 @@ pub enum StopReason {
     /// The host asked for a pause that outlasts `max_retry_after` or the deadline, so the request was
     /// not sent (see [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     Cooldown,
+    /// Adaptive throttling rejected the attempt locally, because the backend has been refusing most of
+    /// what the client sent (see
+    /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
+    Throttled,
 }
 
 impl fmt::Display for StopReason {
@@ -71,6 +75,7 @@ impl fmt::Display for StopReason {
             Self::RetryAfterTooLong => "retry-after exceeds max_retry_after",
             Self::NotReady => "service not ready",
             Self::Cooldown => "host cooling down",
+            Self::Throttled => "throttled locally",
         })
     }
 }

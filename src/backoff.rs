@@ -457,6 +457,12 @@ impl DelayState {
     pub(crate) fn uniform(&mut self, upper: Duration) -> Duration {
         uniform(&mut self.rng, upper)
     }
+
+    /// A uniform draw in `[0, 1)`, for a rejection with some probability.
+    pub(crate) fn unit(&mut self) -> f64 {
+        // The top 53 bits as the mantissa: every value a multiple of 2⁻⁵³, below 1.
+        (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
 }
 
 /// The jittered delays of a [`Backoff`], from [`Backoff::delays`] or [`Backoff::delays_seeded`].

@@ -12,6 +12,7 @@ use crate::cooldown::Cooldowns;
 use crate::error::ConfigError;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
 use crate::rng::{StreamSource, entropy_seed};
+use crate::throttle::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW, Throttles};
 
 /// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
 /// [`build`](RetryPolicyBuilder::build) as a [`ConfigError`], never by a panic.
@@ -32,6 +33,8 @@ pub struct RetryPolicyBuilder {
     backoff: Backoff,
     throttle_backoff: Backoff,
     host_cooldown: bool,
+    adaptive_throttle: Option<f64>,
+    adaptive_throttle_window: Duration,
     max_retries: u32,
     max_elapsed: Option<Duration>,
     attempt_timeout: Option<Duration>,
@@ -61,6 +64,8 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("backoff", &self.backoff)
             .field("throttle_backoff", &self.throttle_backoff)
             .field("host_cooldown", &self.host_cooldown)
+            .field("adaptive_throttle", &self.adaptive_throttle)
+            .field("adaptive_throttle_window", &self.adaptive_throttle_window)
             .field("max_retries", &self.max_retries)
             .field("max_elapsed", &self.max_elapsed)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -95,6 +100,8 @@ impl RetryPolicyBuilder {
             backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
             throttle_backoff: RetryPolicy::DEFAULT_THROTTLE_BACKOFF,
             host_cooldown: false,
+            adaptive_throttle: None,
+            adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
             max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
             attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
@@ -197,6 +204,75 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn host_cooldown(mut self, enabled: bool) -> Self {
         self.host_cooldown = enabled;
+        self
+    }
+
+    /// Turns on client-side adaptive throttling, with multiplier `k`: an attempt to a backend that has
+    /// been refusing most of what this client sends is rejected locally, without reaching it, with
+    /// probability `max(0, (requests − k·accepts) / (requests + 1))` over the last
+    /// [`adaptive_throttle_window`](Self::adaptive_throttle_window) (Google SRE book, "Handling
+    /// Overload"). Off by default; `k = 2.0` is the book's choice.
+    ///
+    /// *Requests* are the attempts the client was about to send, those rejected locally included;
+    /// *accepts* are the attempts the backend answered with anything but a reason to retry (a success,
+    /// or a fatal answer such as a `404`): a `503`, a timeout or a refused connection is not an accept.
+    /// So a client sends at most about `k` times what its backend accepts. When the backend is
+    /// overloaded — answering slowly, timing out, refusing — the load it sees falls towards `k` times
+    /// its capacity instead of every client's whole demand plus its retries, which is what lets it
+    /// recover from a metastable overload; when it is healthy, accepts equal requests and nothing is
+    /// rejected. It lets go as the window slides past the overload: with the default 10 s window, a
+    /// client offering 500 requests a second to a backend of capacity 50 sends 100 of them (2 × 50);
+    /// once the backend recovers, 19 % get through in the first second, then more each second, and
+    /// all of them once the accepts of the last window are half its requests, about 11 s later
+    /// (`tests/overload.rs`). Each host has its own throttle, kept by every clone of the policy (at most 4 096
+    /// hosts).
+    ///
+    /// A first attempt rejected locally ends the call at once with [`Rejected`](crate::Rejected)
+    /// ([`StopReason::Throttled`](crate::StopReason::Throttled), no attempt made); a retry rejected
+    /// locally ends the call with the last result received, like a spent budget. `k` must be finite and
+    /// at least `1.0` (below it, a healthy backend would be throttled), or
+    /// [`build`](Self::build) returns [`ConfigError::AdaptiveThrottle`].
+    ///
+    /// Why it is off by default: it rejects requests the backend might have served, so its gain shows
+    /// only under overload, and the retry budget already keeps retries from adding more than 20 % to
+    /// the load of a failing backend. Turn it on for a client whose own first attempts can overload its
+    /// backend: many clients, no admission control at the server.
+    ///
+    /// ```
+    /// use stagger::{ConfigError, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder().adaptive_throttle(2.0).build()?;
+    /// assert_eq!(policy.adaptive_throttle(), Some(2.0));
+    /// assert_eq!(
+    ///     RetryPolicy::builder().adaptive_throttle(0.5).build().unwrap_err(),
+    ///     ConfigError::AdaptiveThrottle(0.5)
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn adaptive_throttle(mut self, k: f64) -> Self {
+        self.adaptive_throttle = Some(k);
+        self
+    }
+
+    /// Sets the window over which adaptive throttling counts requests and accepts. Defaults to 10 s
+    /// ([`RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW`]); valid from 1 s to 300 s.
+    ///
+    /// The window is how long the throttle remembers: a longer one reacts more slowly to an overload
+    /// and lets go of it more slowly once the backend recovers (the SRE book keeps two minutes; Envoy's
+    /// admission control, the same formula, 30 s). 10 s matches the retry budget's window.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .adaptive_throttle(2.0)
+    ///     .adaptive_throttle_window(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn adaptive_throttle_window(mut self, window: Duration) -> Self {
+        self.adaptive_throttle_window = window;
         self
     }
 
@@ -537,6 +613,16 @@ impl RetryPolicyBuilder {
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
         self.backoff.validate()?;
         self.throttle_backoff.validate()?;
+        if let Some(k) = self.adaptive_throttle
+            && !(k.is_finite() && k >= 1.0)
+        {
+            return Err(ConfigError::AdaptiveThrottle(k));
+        }
+        if !(MIN_THROTTLE_WINDOW..=MAX_THROTTLE_WINDOW).contains(&self.adaptive_throttle_window) {
+            return Err(ConfigError::AdaptiveThrottleWindow(
+                self.adaptive_throttle_window,
+            ));
+        }
         if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {
             return Err(ConfigError::MaxElapsed(max_elapsed));
         }
@@ -559,6 +645,9 @@ impl RetryPolicyBuilder {
                     Budget::Off => None,
                 },
                 cooldowns: self.host_cooldown.then(Cooldowns::new),
+                throttles: self
+                    .adaptive_throttle
+                    .map(|k| Throttles::new(k, self.adaptive_throttle_window)),
                 streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
                 classifier: self.classifier,
                 on_retry: self.on_retry,

@@ -76,7 +76,6 @@ impl<Res> Call<Res> {
     /// (with [`poll_pause`](Self::poll_pause), then [`begin_retry`](Self::begin_retry)), `Ok(false)`
     /// to send it at once, or `Err(final)` when the pause outlasts the policy's limits and the request
     /// is not sent. `view` is asked for only while some host is cooling down.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
     pub(crate) fn before_first<'v, E>(
         &mut self,

@@ -164,7 +164,6 @@ impl Table {
 }
 
 /// What a pause outlasts when a request does not wait for it.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware", test))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Limit {
     /// The policy's `max_retry_after`.
@@ -179,7 +178,6 @@ pub(crate) enum Limit {
 /// the server asked for, so that they do not all leave in the same millisecond. `Err` when the pause
 /// itself outlasts `max_retry_after` or the time left (`remaining`), or the wait would end at the
 /// deadline.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware", test))]
 pub(crate) fn wait(
     pause: Pause,
     max_retry_after: Duration,

@@ -48,6 +48,10 @@ pub enum ConfigError {
     MaxElapsed(Duration),
     /// `attempt_timeout` is zero: every attempt would time out before it started.
     AttemptTimeout(Duration),
+    /// Adaptive throttling's `k` is below `1.0`, NaN or infinite.
+    AdaptiveThrottle(f64),
+    /// Adaptive throttling's window is outside 1 s to 300 s.
+    AdaptiveThrottleWindow(Duration),
 }
 
 impl fmt::Display for ConfigError {
@@ -94,6 +98,15 @@ impl fmt::Display for ConfigError {
             Self::MaxElapsed(max_elapsed) => write!(
                 f,
                 "max_elapsed must be greater than zero, got {max_elapsed:?} (use no_max_elapsed() for no deadline)"
+            ),
+            Self::AdaptiveThrottle(k) => write!(
+                f,
+                "adaptive_throttle's k must be a finite number >= 1.0, got {k}: below 1.0 a backend \
+                 that accepts every request would still be throttled (2.0 is the SRE book's choice)"
+            ),
+            Self::AdaptiveThrottleWindow(window) => write!(
+                f,
+                "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
             ),
             Self::AttemptTimeout(timeout) => write!(
                 f,

@@ -158,6 +158,7 @@ mod call;
 pub mod classify;
 mod cooldown;
 mod error;
+mod hosts;
 mod http;
 mod http_date;
 mod log;
@@ -170,6 +171,7 @@ mod retry_after;
 mod rng;
 mod sfv;
 mod state;
+mod throttle;
 mod timer;
 
 #[cfg(feature = "reqwest-middleware")]

@@ -74,7 +74,6 @@ pub(crate) fn retrying(
 }
 
 /// A request waits `wait` before its first attempt, for its host's pause to end.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
     event!(
         DEBUG,

@@ -13,6 +13,7 @@ use crate::classify::{ClassifyHttp, Reason};
 use crate::cooldown::Cooldowns;
 use crate::rng::StreamSource;
 use crate::state::RetryState;
+use crate::throttle::Throttles;
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -170,6 +171,8 @@ pub(crate) struct Shared {
     pub(crate) budget: Option<RetryBudget>,
     /// The pauses hosts asked for, when `host_cooldown` is on.
     pub(crate) cooldowns: Option<Cooldowns>,
+    /// Each host's adaptive throttle, when `adaptive_throttle` is on.
+    pub(crate) throttles: Option<Throttles>,
     pub(crate) streams: StreamSource,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
     pub(crate) on_retry: Option<Box<RetryHook>>,
@@ -262,6 +265,10 @@ impl RetryPolicy {
     pub const DEFAULT_THROTTLE_BACKOFF: Backoff =
         Backoff::exponential(Duration::from_millis(500)).jitter(Jitter::Equal);
 
+    /// The default window of adaptive throttling: 10 s (see
+    /// [`RetryPolicyBuilder::adaptive_throttle_window`]).
+    pub const DEFAULT_ADAPTIVE_THROTTLE_WINDOW: Duration = Duration::from_secs(10);
+
     /// A builder starting from the defaults.
     ///
     /// ```
@@ -323,6 +330,12 @@ impl RetryPolicy {
     /// The schedule of throttled attempts without a usable server delay.
     pub fn throttle_backoff(&self) -> &Backoff {
         &self.shared.throttle_backoff
+    }
+
+    /// Adaptive throttling's multiplier `k`, if it is on (see
+    /// [`RetryPolicyBuilder::adaptive_throttle`]).
+    pub fn adaptive_throttle(&self) -> Option<f64> {
+        self.shared.throttles.as_ref().map(Throttles::k)
     }
 
     /// Whether a pause a host asks for holds every request to it (see

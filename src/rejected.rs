@@ -7,7 +7,11 @@ use crate::attempt::{RetryInfo, StopReason};
 use crate::classify::AsError;
 
 /// The policy did not send the request: its host asked for a pause that outlasts what the policy
-/// waits for.
+/// waits for, or adaptive throttling rejected it locally.
+///
+/// With [`adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle) on, a request to a
+/// backend that has been refusing most of what the client sent is rejected locally with the
+/// probability of Google SRE's client-side throttling ([`StopReason::Throttled`]).
 ///
 /// With [`host_cooldown`](crate::RetryPolicyBuilder::host_cooldown) on, a request to a host that is
 /// cooling down waits for the pause to end, unless the pause outlasts `max_retry_after` or the time
@@ -54,7 +58,7 @@ use crate::classify::AsError;
 /// # #[cfg(not(feature = "tower"))]
 /// # fn main() {}
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rejected {
     pause: Duration,
     limit: Limit,
@@ -62,21 +66,18 @@ pub struct Rejected {
 }
 
 /// What the pause outlasts.
-#[cfg_attr(
-    not(any(feature = "tower", feature = "reqwest-middleware")),
-    allow(dead_code, reason = "only the adapters reject a request")
-)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Limit {
     /// The policy's `max_retry_after`.
     MaxRetryAfter(Duration),
     /// The time left before the deadline.
     Deadline(Duration),
+    /// Adaptive throttling, which rejected the request with this probability.
+    Throttled(f64),
 }
 
 impl Rejected {
     /// A pause of `pause` more, longer than `max_retry_after`.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const fn over_max_retry_after(
         pause: Duration,
         max_retry_after: Duration,
@@ -90,7 +91,6 @@ impl Rejected {
     }
 
     /// A pause of `pause` more, which would end past the deadline, `left` away.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const fn past_deadline(pause: Duration, left: Duration, info: RetryInfo) -> Self {
         Self {
             pause,
@@ -99,14 +99,35 @@ impl Rejected {
         }
     }
 
-    /// How much longer the host asked every request to wait.
+    /// Adaptive throttling rejected the request, with probability `p`.
+    pub(crate) const fn throttled(p: f64, info: RetryInfo) -> Self {
+        Self {
+            pause: Duration::ZERO,
+            limit: Limit::Throttled(p),
+            info,
+        }
+    }
+
+    /// How much longer the host asked every request to wait; zero for a request adaptive throttling
+    /// rejected.
     pub const fn pause(&self) -> Duration {
         self.pause
     }
 
-    /// Why the request was not sent: [`StopReason::Cooldown`].
+    /// Why the request was not sent: [`StopReason::Cooldown`] or [`StopReason::Throttled`].
     pub const fn reason(&self) -> StopReason {
-        StopReason::Cooldown
+        match self.limit {
+            Limit::Throttled(_) => StopReason::Throttled,
+            Limit::MaxRetryAfter(_) | Limit::Deadline(_) => StopReason::Cooldown,
+        }
+    }
+
+    /// The probability with which adaptive throttling rejected the request, if it did.
+    pub const fn throttle_probability(&self) -> Option<f64> {
+        match self.limit {
+            Limit::Throttled(p) => Some(p),
+            Limit::MaxRetryAfter(_) | Limit::Deadline(_) => None,
+        }
     }
 
     /// What the retries did: no attempt, and why.
@@ -117,6 +138,12 @@ impl Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Limit::Throttled(p) = self.limit {
+            return write!(
+                f,
+                "not sent: throttled locally, the backend refused most recent requests (p = {p:.2})"
+            );
+        }
         write!(
             f,
             "not sent: the host asked for a pause of {:?} more, ",
@@ -125,6 +152,7 @@ impl fmt::Display for Rejected {
         match self.limit {
             Limit::MaxRetryAfter(max) => write!(f, "longer than max_retry_after ({max:?})"),
             Limit::Deadline(left) => write!(f, "past the deadline ({left:?} left)"),
+            Limit::Throttled(_) => Ok(()),
         }
     }
 }

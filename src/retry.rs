@@ -64,6 +64,10 @@ where
 {
     let mut call = Call::new(policy.start_unclocked());
     let ignore = |_: &mut T, _| {};
+    // No host, so no pause to wait for; adaptive throttling may still reject the operation.
+    if let Err(result) = call.before_first(|| None) {
+        return result;
+    }
     loop {
         {
             let mut attempt = pin!(operation());

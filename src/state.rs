@@ -9,12 +9,9 @@ use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
 use crate::classify::{Outcome, Reason, RequestView};
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::cooldown;
-use crate::cooldown::{Host, Pause};
+use crate::cooldown::{self, Cooldowns, Host, Pause};
 use crate::log::{self, DelayCause};
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::rejected::Rejected;
 
 /// Which of the two time limits ends first for the attempt in flight.
@@ -242,7 +239,7 @@ impl RetryState {
         // The retry decided last time was sent, since this is its outcome.
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
-        self.record_pause(&attempt, request);
+        self.record_response(&attempt, request);
         let (decision, cause) = match self.stop_before_delay(&attempt) {
             Some(reason) => (Decision::Stop(reason), DelayCause::Backoff),
             None => self.delay(&attempt, request),
@@ -278,7 +275,7 @@ impl RetryState {
     ) -> StopReason {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
-        self.record_pause(&attempt, request);
+        self.record_response(&attempt, request);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
@@ -287,26 +284,60 @@ impl RetryState {
     }
 
     /// Before the first attempt of `request`: how long to wait for its host's pause to end, if the
-    /// policy has `host_cooldown` on and the host asked for one; or, when the pause outlasts
-    /// `max_retry_after` or the time left, the [`Rejected`] the call ends with, unsent.
+    /// policy has `host_cooldown` on and the host asked for one; or the [`Rejected`] the call ends
+    /// with, unsent, when the pause outlasts `max_retry_after` or the time left, or adaptive throttling
+    /// rejects the request.
     ///
-    /// With no pause in force anywhere this is one atomic load: no clock read, no lock.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// With neither on, or with the cooldown on and no pause in force anywhere, this is at most one
+    /// atomic load: no clock read, no lock, and `view` is not asked for.
     #[inline]
     pub(crate) fn before_first<'v>(
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
-        let Some(cooldowns) = &self.policy.shared.cooldowns else {
-            return Ok(None);
-        };
-        if !cooldowns.is_armed() {
+        let s = &*self.policy.shared;
+        let cooling = s.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
+        if !cooling && s.throttles.is_none() {
             return Ok(None);
         }
-        self.wait_for_host(view().as_ref())
+        self.before_first_slow(view().as_ref(), cooling)
     }
 
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[cold]
+    fn before_first_slow(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        cooling: bool,
+    ) -> Result<Option<Duration>, Rejected> {
+        if let Err(p) = self.admit(request) {
+            self.stop(StopReason::Throttled, None, request);
+            return Err(Rejected::throttled(p, self.info()));
+        }
+        if cooling {
+            return self.wait_for_host(request);
+        }
+        Ok(None)
+    }
+
+    /// Asks `request`'s adaptive throttle whether an attempt may go out: `Err(p)` if it is rejected
+    /// locally, with probability `p`. Always `Ok` without adaptive throttling.
+    fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
+        let s = &*self.policy.shared;
+        let Some(throttles) = &s.throttles else {
+            return Ok(());
+        };
+        let delays = &mut self.delays;
+        throttles
+            .of(request.and_then(Host::of))
+            .admit(Instant::now(), || {
+                delays
+                    .get_or_insert_with(|| {
+                        Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
+                    })
+                    .unit()
+            })
+    }
+
     #[cold]
     fn wait_for_host(
         &mut self,
@@ -348,12 +379,21 @@ impl RetryState {
         }
     }
 
-    /// Records the pause an attempt's response asked of its host, when the policy keeps pauses.
-    fn record_pause(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        if let (Some(cooldowns), Some(asked)) = (&self.policy.shared.cooldowns, attempt.cooldown)
+    /// Records what an attempt's response says of its host: the pause it asked for, when the policy
+    /// keeps pauses, and whether the backend accepted it, for adaptive throttling.
+    fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        let s = &*self.policy.shared;
+        if let (Some(cooldowns), Some(asked)) = (&s.cooldowns, attempt.cooldown)
             && let Some(host) = request.and_then(Host::of)
         {
             cooldowns.record(host, asked, Instant::now());
+        }
+        if let Some(throttles) = &s.throttles
+            && !attempt.outcome.is_retryable()
+        {
+            throttles
+                .of(request.and_then(Host::of))
+                .accepted(Instant::now());
         }
     }
 
@@ -589,7 +629,11 @@ impl RetryState {
         if remaining.is_some_and(|remaining| delay >= remaining) {
             return (Decision::Stop(StopReason::Deadline), cause);
         }
-        if let Some(budget) = &s.budget {
+        // Adaptive throttling is asked before the budget, so that a retry it rejects spends nothing.
+        if self.admit(request).is_err() {
+            return (Decision::Stop(StopReason::Throttled), cause);
+        }
+        if let Some(budget) = &self.policy.shared.budget {
             match budget.withdraw() {
                 Some(withdrawal) => self.withdrawn = Some(withdrawal),
                 None => return (Decision::Stop(StopReason::Budget), cause),

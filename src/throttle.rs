@@ -1,0 +1,199 @@
+//! Client-side adaptive throttling, as in Google's SRE book ("Handling Overload"): a client that sees
+//! its backend refuse most of what it sends stops sending most of it, locally.
+//!
+//! Over a sliding window, each host's throttle counts the *requests* (every attempt the client was about
+//! to send, those it then rejected included) and the *accepts* (attempts the backend answered with
+//! something other than a reason to retry). A new attempt is rejected locally with probability
+//!
+//! ```text
+//! p = max(0, (requests − K·accepts) / (requests + 1))
+//! ```
+//!
+//! so a client sends up to `K` times what its backend accepts, and an overloaded backend sees its load
+//! fall to about `K` times its capacity instead of every client's full demand plus retries. With the
+//! backend healthy, `accepts = requests` and nothing is rejected; `K = 2` lets through twice the accepted
+//! load, enough that a backend recovering from overload is probed at more than its capacity.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cooldown::Host;
+use crate::hosts::HostMap;
+
+/// Slots across the window: a count expires between 90 % and 100 % of the window after it was made.
+const SLOTS: u64 = 10;
+/// The shortest window: below it, the counts are too few to tell overload from bad luck.
+pub(crate) const MIN_THROTTLE_WINDOW: Duration = Duration::from_secs(1);
+/// The longest window: past it, an overload is remembered for minutes after it has ended.
+pub(crate) const MAX_THROTTLE_WINDOW: Duration = Duration::from_secs(300);
+
+/// One host's throttle.
+#[derive(Debug)]
+pub(crate) struct AdaptiveThrottle {
+    k: f64,
+    origin: Instant,
+    slot: Duration,
+    slots: [Slot; SLOTS as usize],
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// Which slot of time since `origin` the counts are for.
+    epoch: AtomicU64,
+    requests: AtomicU64,
+    accepts: AtomicU64,
+}
+
+impl AdaptiveThrottle {
+    pub(crate) fn new(k: f64, window: Duration) -> Self {
+        Self {
+            k,
+            origin: Instant::now(),
+            slot: (window / SLOTS as u32).max(Duration::from_millis(1)),
+            slots: Default::default(),
+        }
+    }
+
+    /// Counts one request at `now` and decides whether it goes out: `Err(p)` if it is rejected
+    /// locally, with the probability it was rejected with. `draw` gives a uniform number in `[0, 1)`,
+    /// and is called only when `p > 0`.
+    pub(crate) fn admit(&self, now: Instant, draw: impl FnOnce() -> f64) -> Result<(), f64> {
+        let p = self.rejection_probability(now);
+        self.slot_at(now).requests.fetch_add(1, Ordering::Relaxed);
+        if p > 0.0 && draw() < p {
+            return Err(p);
+        }
+        Ok(())
+    }
+
+    /// Counts, at `now`, a request the backend accepted.
+    pub(crate) fn accepted(&self, now: Instant) {
+        self.slot_at(now).accepts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `max(0, (requests − K·accepts) / (requests + 1))` over the window ending at `now`.
+    pub(crate) fn rejection_probability(&self, now: Instant) -> f64 {
+        let current = self.epoch(now);
+        let (mut requests, mut accepts) = (0u64, 0u64);
+        for slot in &self.slots {
+            let epoch = slot.epoch.load(Ordering::Relaxed);
+            if epoch + SLOTS > current && epoch <= current {
+                requests += slot.requests.load(Ordering::Relaxed);
+                accepts += slot.accepts.load(Ordering::Relaxed);
+            }
+        }
+        let requests = requests as f64;
+        ((requests - self.k * accepts as f64) / (requests + 1.0)).max(0.0)
+    }
+
+    fn epoch(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.origin);
+        // Plus one, so that a slot never used (epoch 0) is never mistaken for the current one.
+        u64::try_from(since.as_nanos() / self.slot.as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// The slot counting `now`, emptied first if it last counted an older stretch of time.
+    fn slot_at(&self, now: Instant) -> &Slot {
+        let epoch = self.epoch(now);
+        let slot = &self.slots[(epoch % SLOTS) as usize];
+        let seen = slot.epoch.load(Ordering::Relaxed);
+        if seen < epoch
+            && slot
+                .epoch
+                .compare_exchange(seen, epoch, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // Counts made between the exchange and these stores are lost: a few requests of the
+            // first moment of a slot, which only ever lowers both counts alike.
+            slot.requests.store(0, Ordering::Relaxed);
+            slot.accepts.store(0, Ordering::Relaxed);
+        }
+        slot
+    }
+}
+
+/// The throttles of a policy: one per host, shared by every clone of the policy.
+#[derive(Debug)]
+pub(crate) struct Throttles {
+    k: f64,
+    window: Duration,
+    hosts: HostMap<AdaptiveThrottle>,
+}
+
+impl Throttles {
+    pub(crate) fn new(k: f64, window: Duration) -> Self {
+        Self {
+            k,
+            window,
+            hosts: HostMap::default(),
+        }
+    }
+
+    pub(crate) const fn k(&self) -> f64 {
+        self.k
+    }
+
+    /// The throttle of `host` (requests without one share a throttle).
+    pub(crate) fn of(&self, host: Option<Host>) -> Arc<AdaptiveThrottle> {
+        self.hosts
+            .get(host, || AdaptiveThrottle::new(self.k, self.window))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn a_healthy_backend_is_never_throttled() {
+        let throttle = AdaptiveThrottle::new(2.0, secs(10));
+        let now = Instant::now();
+        for _ in 0..10_000 {
+            assert_eq!(throttle.admit(now, || 0.0), Ok(()));
+            throttle.accepted(now);
+        }
+        assert_eq!(throttle.rejection_probability(now), 0.0);
+    }
+
+    #[test]
+    fn the_probability_follows_the_formula() {
+        let throttle = AdaptiveThrottle::new(2.0, secs(10));
+        let now = Instant::now();
+        // 100 requests, 20 accepted: (100 − 40) / 101.
+        for n in 0..100 {
+            let _ = throttle.admit(now, || 1.0);
+            if n < 20 {
+                throttle.accepted(now);
+            }
+        }
+        let p = throttle.rejection_probability(now);
+        assert!((p - 60.0 / 101.0).abs() < 1e-12, "{p}");
+        // Locally rejected requests count too: they are what lets the rejections converge.
+        assert_eq!(throttle.admit(now, || 0.5), Err(p));
+        assert!(throttle.rejection_probability(now) > p);
+    }
+
+    #[test]
+    fn counts_expire_with_the_window() {
+        let throttle = AdaptiveThrottle::new(2.0, secs(10));
+        let t0 = Instant::now();
+        for _ in 0..100 {
+            let _ = throttle.admit(t0, || 1.0);
+        }
+        assert!(throttle.rejection_probability(t0) > 0.9);
+        assert!(throttle.rejection_probability(t0 + secs(5)) > 0.9);
+        assert_eq!(throttle.rejection_probability(t0 + secs(11)), 0.0);
+        // A slot reused after a full turn starts from zero.
+        let _ = throttle.admit(t0 + secs(11), || 1.0);
+        assert!((throttle.rejection_probability(t0 + secs(11)) - 0.5).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,294 @@
+//! Overload controls: adaptive throttling (`RetryPolicyBuilder::adaptive_throttle`), through the tower
+//! layer on tokio's paused clock against a server of fixed capacity, and through `RetryMiddleware`
+//! against a real loopback server.
+#![cfg(feature = "tower")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use stagger::{RetryLayer, RetryPolicy, StopReason};
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A server that accepts `capacity` requests a second (a token bucket one second deep) and answers
+/// `503` at once to the rest; `capacity` can be changed while it runs. Counts what reaches it.
+#[derive(Clone)]
+struct Capacity {
+    capacity: Arc<AtomicU64>,
+    state: Arc<std::sync::Mutex<(f64, Instant)>>,
+    reached: Arc<AtomicUsize>,
+}
+
+impl Capacity {
+    fn new(capacity: u64) -> Self {
+        Self {
+            capacity: Arc::new(AtomicU64::new(capacity)),
+            state: Arc::new(std::sync::Mutex::new((capacity as f64, Instant::now()))),
+            reached: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn answer(&self) -> StatusCode {
+        self.reached.fetch_add(1, Ordering::SeqCst);
+        let capacity = self.capacity.load(Ordering::SeqCst) as f64;
+        let mut state = self.state.lock().unwrap();
+        let now = Instant::now();
+        let refill = now.duration_since(state.1).as_secs_f64() * capacity;
+        *state = ((state.0 + refill).min(capacity), now);
+        if state.0 >= 1.0 {
+            state.0 -= 1.0;
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+}
+
+type Req = Request<()>;
+
+fn get() -> Req {
+    Request::get("http://backend.test/items").body(()).unwrap()
+}
+
+/// No retries, so that what reaches the server is first attempts only: the throttle's own effect.
+fn throttled() -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_retries(0)
+        .adaptive_throttle(2.0)
+        .seed(1)
+        .build()
+        .unwrap()
+}
+
+/// Offers `per_second` requests a second for `seconds` through `client`, one every `1/per_second`,
+/// each on its own task; returns (offered, reached the server, rejected locally).
+async fn offer<S>(
+    client: &S,
+    server: &Capacity,
+    per_second: u64,
+    seconds: u64,
+) -> (usize, usize, usize)
+where
+    S: Service<Req, Response = Response<()>, Error = stagger::Error<std::convert::Infallible>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let before = server.reached.load(Ordering::SeqCst);
+    let rejected = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    let every = Duration::from_nanos(1_000_000_000 / per_second);
+    let n = (per_second * seconds) as usize;
+    for _ in 0..n {
+        let client = client.clone();
+        let rejected = Arc::clone(&rejected);
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = client.oneshot(get()).await {
+                let rejection = error.rejected().expect("only local rejections fail");
+                assert_eq!(rejection.reason(), StopReason::Throttled);
+                assert_eq!(error.info().attempts(), 0);
+                rejected.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+        tokio::time::sleep(every).await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let reached = server.reached.load(Ordering::SeqCst) - before;
+    (n, reached, rejected.load(Ordering::SeqCst))
+}
+
+fn capacity_service(
+    server: &Capacity,
+) -> impl Service<Req, Response = Response<()>, Error = std::convert::Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let server = server.clone();
+    tower::service_fn(move |_: Req| {
+        let status = server.answer();
+        async move {
+            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_overloaded_backend_sees_about_k_times_its_capacity_and_all_of_it_once_it_recovers() {
+    let server = Capacity::new(50);
+    let client = RetryLayer::new(throttled()).layer(capacity_service(&server));
+
+    // 500 requests/s against a capacity of 50/s. Once the 10 s window is full, the formula
+    // p = (R − 2A) / (R + 1), with R = 5 000 and A = 500 per window, lets through 2 × 50 = 100 a second.
+    let (_, _, _) = offer(&client, &server, 500, 10).await;
+    let (offered, reached, rejected) = offer(&client, &server, 500, 20).await;
+    let fraction = reached as f64 / offered as f64;
+    assert!(
+        (0.18..=0.22).contains(&fraction),
+        "{reached} of {offered} reached the server ({fraction:.3}); expected 2 × 50 / 500 = 0.2 ± 10 %"
+    );
+    assert_eq!(reached + rejected, offered);
+
+    // The backend recovers. The throttle lets go as the overloaded seconds leave its window: more
+    // gets through each second (measured: 19 %, 24 %, 26 %, 34 %, … 85 %, 99 %): everything does once
+    // the accepts of the last window are half its requests, about 11 s after, and surely by 15 s.
+    server.capacity.store(1_000_000, Ordering::SeqCst);
+    let (_, first_second, _) = offer(&client, &server, 500, 1).await;
+    let _ = offer(&client, &server, 500, 10).await;
+    assert!(
+        first_second > 50,
+        "{first_second} of 500 in the first second"
+    );
+    let (offered, reached, rejected) = offer(&client, &server, 500, 10).await;
+    assert_eq!((reached, rejected), (offered, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_healthy_backend_is_never_throttled() {
+    let server = Capacity::new(1_000_000);
+    let client = RetryLayer::new(throttled()).layer(capacity_service(&server));
+    let (offered, reached, rejected) = offer(&client, &server, 500, 20).await;
+    assert_eq!((reached, rejected), (offered, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_throttle_rejects_ends_the_call_with_the_last_response() {
+    // Every answer is a 503: the throttle soon rejects retries too, and the call ends with the 503
+    // in hand, its stop reason saying why.
+    let server = Capacity::new(0);
+    let policy = RetryPolicy::builder()
+        .max_retries(10)
+        .no_budget()
+        .adaptive_throttle(2.0)
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy).layer(capacity_service(&server));
+    let response = client.clone().oneshot(get()).await.unwrap();
+    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(info.stop_reason(), Some(StopReason::Throttled));
+    assert!(info.attempts() < 11, "{info:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_host_has_its_own_throttle() {
+    let dead = Capacity::new(0);
+    let healthy = Capacity::new(1_000_000);
+    let (dead_service, healthy_service) = (capacity_service(&dead), capacity_service(&healthy));
+    let router = tower::service_fn(move |request: Req| {
+        let to_dead = request.uri().host() == Some("dead.test");
+        let (mut dead, mut healthy) = (dead_service.clone(), healthy_service.clone());
+        async move {
+            if to_dead {
+                dead.call(request).await
+            } else {
+                healthy.call(request).await
+            }
+        }
+    });
+    let client = RetryLayer::new(throttled()).layer(router);
+    let to = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
+    let mut rejected_dead = 0;
+    for _ in 0..200 {
+        if client.clone().oneshot(to("dead.test")).await.is_err() {
+            rejected_dead += 1;
+        }
+        let response = client.clone().oneshot(to("healthy.test")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(rejected_dead > 180, "{rejected_dead} of 200 rejected");
+    assert_eq!(healthy.reached.load(Ordering::SeqCst), 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_generic_retry_is_throttled_too() {
+    let policy = RetryPolicy::builder()
+        .max_retries(0)
+        .adaptive_throttle(2.0)
+        .build()
+        .unwrap();
+    let mut rejected = 0;
+    for _ in 0..100 {
+        let result = stagger::retry(
+            &policy,
+            || async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) },
+            |_| stagger::Outcome::RetrySafe(stagger::Reason::Connect),
+        )
+        .await;
+        if result.unwrap_err().rejected().is_some() {
+            rejected += 1;
+        }
+    }
+    // Nothing is ever accepted: only about 1/(R + 1) of the requests get through, H(100) ≈ 5 of them.
+    assert!(rejected > 85, "{rejected} of 100 rejected");
+    let _ = secs(0);
+}
+
+#[cfg(feature = "reqwest-middleware")]
+mod middleware {
+    use reqwest_middleware::ClientBuilder;
+    use stagger::{RetryMiddleware, RetryPolicy, StopReason};
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failing_backend_is_spared_and_served_again_once_the_window_has_passed() {
+        let server = MockServer::start().await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(503))
+            .mount(&server)
+            .await;
+        let policy = RetryPolicy::builder()
+            .max_retries(0)
+            .adaptive_throttle(2.0)
+            .adaptive_throttle_window(secs(1))
+            .build()
+            .unwrap();
+        let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+            .with(RetryMiddleware::new(policy))
+            .build();
+
+        let mut rejected = 0;
+        for _ in 0..100 {
+            match client.get(server.uri()).send().await {
+                Ok(response) => assert_eq!(response.status(), 503),
+                Err(reqwest_middleware::Error::Middleware(error)) => {
+                    let rejection = error.downcast_ref::<stagger::Rejected>().unwrap();
+                    assert_eq!(rejection.reason(), StopReason::Throttled);
+                    rejected += 1;
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+        let reached = server.received_requests().await.unwrap().len();
+        assert_eq!(reached + rejected, 100);
+        assert!(
+            reached < 15,
+            "{reached} of 100 reached a backend that accepts none"
+        );
+
+        // The backend recovers; once the window has passed, every request reaches it again.
+        server.reset().await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        for _ in 0..50 {
+            let response = client.get(server.uri()).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+        }
+        assert_eq!(server.received_requests().await.unwrap().len(), 50);
+    }
+}
