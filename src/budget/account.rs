@@ -1,0 +1,281 @@
+//! The account behind a [`RetryBudget`](super::RetryBudget): Finagle's sliding window of deposits and
+//! withdrawals, exact for any ratio, never overdrawn, and free of locks and clock reads on deposits.
+
+use std::num::NonZeroU64;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::RetryBudgetBuilder;
+
+/// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
+const SLOTS: usize = 10;
+/// What one retry costs, in units; a deposit is worth `ratio × RETRY_COST` units.
+const RETRY_COST: i64 = 100_000;
+/// A deposit reads the clock once in this many, to move the window along without a per-request clock.
+const CLOCK_EVERY: u64 = 64;
+
+/// One retry taken from a [`RetryBudget`]: the slot it was taken in, plus one (so that an
+/// `Option<Withdrawal>` is a single word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Withdrawal(NonZeroU64);
+
+/// The account behind a [`RetryBudget`] and all its clones: a Finagle-style sliding window of deposits
+/// (one per request) and withdrawals (one per retry) over a floor of retries per second.
+#[derive(Debug)]
+pub(crate) struct Account {
+    origin: Instant,
+    slot: Duration,
+    /// How many slots have begun since `origin`; moved along under `rotation`.
+    epoch: AtomicU64,
+    balances: [AtomicI64; SLOTS],
+    deposits: AtomicU64,
+    reserve: i64,
+    deposit: i64,
+    /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract.
+    rotation: Mutex<()>,
+    /// The validated shape, as configured, for the accessors and `Debug`.
+    pub(crate) shape: RetryBudgetBuilder,
+}
+
+impl Account {
+    pub(crate) fn new(shape: RetryBudgetBuilder) -> Self {
+        // Both products stay far below `i64::MAX`: ratio ≤ 1 and min_per_second × 60 s × 100 000 < 2^55.
+        let deposit = (shape.ratio * RETRY_COST as f64).round() as i64;
+        let reserve = (f64::from(shape.min_per_second)
+            * shape.window.as_secs_f64()
+            * RETRY_COST as f64) as i64;
+        Self {
+            origin: Instant::now(),
+            slot: shape.window / SLOTS as u32,
+            epoch: AtomicU64::new(0),
+            balances: Default::default(),
+            deposits: AtomicU64::new(0),
+            reserve,
+            deposit,
+            rotation: Mutex::new(()),
+            shape,
+        }
+    }
+
+    /// Records one request.
+    pub(crate) fn deposit(&self) {
+        if self
+            .deposits
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(CLOCK_EVERY)
+        {
+            let _guard = self.lock();
+            self.rotate(Instant::now());
+        }
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
+    }
+
+    /// Takes one retry, if the balance allows it.
+    pub(crate) fn withdraw(&self) -> Option<Withdrawal> {
+        let _guard = self.lock();
+        let epoch = self.rotate(Instant::now());
+        let balance = self
+            .balances
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .fold(self.reserve, i64::saturating_add);
+        if balance < RETRY_COST {
+            return None;
+        }
+        self.balances[slot_of(epoch)].fetch_sub(RETRY_COST, Ordering::Relaxed);
+        Some(Withdrawal(NonZeroU64::MIN.saturating_add(epoch)))
+    }
+
+    /// Gives back a withdrawal in the slot it was taken from. A withdrawal that has already expired with
+    /// the window has nothing left to give back.
+    pub(crate) fn refund(&self, withdrawal: Withdrawal) {
+        let _guard = self.lock();
+        let epoch = withdrawal.0.get() - 1;
+        let current = self.rotate(Instant::now());
+        if current - epoch < SLOTS as u64 {
+            self.balances[slot_of(epoch)].fetch_add(RETRY_COST, Ordering::Relaxed);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
+        self.rotation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Moves the window to `now`, clearing the slots that expired; the caller holds `rotation`.
+    fn rotate(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.origin);
+        let target =
+            u64::try_from(elapsed.as_nanos() / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX);
+        let current = self.epoch.load(Ordering::Relaxed);
+        if target > current {
+            let expired = (target - current).min(SLOTS as u64);
+            for k in 0..expired {
+                self.balances[slot_of(target - k)].store(0, Ordering::Relaxed);
+            }
+            self.epoch.store(target, Ordering::Relaxed);
+        }
+        target.max(current)
+    }
+}
+
+fn slot_of(epoch: u64) -> usize {
+    (epoch % SLOTS as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RetryBudget;
+    use super::*;
+
+    fn budget(ratio: f64, min_per_second: u32, window_secs: u64) -> RetryBudget {
+        RetryBudget::builder()
+            .ratio(ratio)
+            .min_per_second(min_per_second)
+            .window(Duration::from_secs(window_secs))
+            .build()
+            .unwrap()
+    }
+
+    fn drain(budget: &RetryBudget) -> u32 {
+        let mut granted = 0;
+        while budget.withdraw().is_some() {
+            granted += 1;
+        }
+        granted
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ratios_are_exact() {
+        for (ratio, want) in [
+            (0.2, 200),
+            (0.4, 400),
+            (0.3, 300),
+            (0.125, 125),
+            (1.0, 1000),
+            (0.001, 1),
+        ] {
+            let b = budget(ratio, 0, 10);
+            for _ in 0..1000 {
+                b.deposit();
+            }
+            assert_eq!(drain(&b), want, "ratio {ratio}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ratio_is_exact_to_five_decimals() {
+        let b = budget(0.000_01, 0, 10);
+        for _ in 0..100_000 {
+            b.deposit();
+        }
+        assert_eq!(drain(&b), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_floor_is_min_per_second_over_the_window() {
+        let b = budget(0.0, 10, 10);
+        assert_eq!(drain(&b), 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deposits_and_withdrawals_expire_with_the_window() {
+        let b = budget(1.0, 0, 10);
+        let batch = CLOCK_EVERY as u32;
+        for _ in 0..batch {
+            b.deposit();
+        }
+        tokio::time::advance(Duration::from_secs(5)).await;
+        for _ in 0..batch {
+            b.deposit();
+        }
+        // At 10.5 s the first batch has expired and the second has not.
+        tokio::time::advance(Duration::from_millis(5500)).await;
+        assert_eq!(drain(&b), batch);
+        // At 15.5 s the second batch has expired too, but the withdrawals made at 10.5 s still count.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        for _ in 0..batch {
+            b.deposit();
+        }
+        assert_eq!(drain(&b), 0);
+        // At 25.5 s everything has expired.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        for _ in 0..batch {
+            b.deposit();
+        }
+        assert_eq!(drain(&b), batch);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deposits_between_clock_readings_land_in_the_last_slot_read() {
+        // The documented approximation: after a quiet spell, up to CLOCK_EVERY - 1 deposits are counted
+        // in the slot of the last clock reading, and expire with it.
+        let b = budget(1.0, 0, 10);
+        b.deposit();
+        tokio::time::advance(Duration::from_secs(9)).await;
+        for _ in 1..CLOCK_EVERY {
+            b.deposit();
+        }
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert_eq!(drain(&b), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_reserve_comes_back_as_withdrawals_expire() {
+        let b = budget(0.0, 1, 1);
+        assert!(b.withdraw().is_some());
+        assert!(b.withdraw().is_none());
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        assert!(b.withdraw().is_some());
+    }
+
+    #[test]
+    fn concurrent_withdrawals_never_overdraw() {
+        let b = budget(0.0, 100, 1);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || (0..1000).filter(|_| b.withdraw().is_some()).count())
+            })
+            .collect();
+        let granted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(granted, 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_draw_on_one_account() {
+        let b = budget(1.0, 0, 10);
+        let clone = b.clone();
+        for _ in 0..10 {
+            b.deposit();
+        }
+        for _ in 0..10 {
+            clone.deposit();
+        }
+        assert_eq!(drain(&clone), 20);
+        assert_eq!(drain(&b), 0);
+        // A budget built from the same shape is an account of its own.
+        let other = budget(1.0, 0, 10);
+        other.deposit();
+        assert_eq!(drain(&other), 1);
+    }
+
+    #[test]
+    fn the_default_is_a_fifth_of_the_load_ten_a_second_over_ten_seconds() {
+        let b = RetryBudget::default();
+        assert_eq!(
+            (b.ratio(), b.min_per_second(), b.window()),
+            (0.2, 10, Duration::from_secs(10))
+        );
+        assert_eq!(
+            format!("{b:?}"),
+            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s }"
+        );
+    }
+}
