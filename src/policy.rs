@@ -316,7 +316,10 @@ impl RetryPolicy {
     }
 
     fn start_at(&self, started: Option<Instant>) -> RetryState {
-        if let Some(budget) = &self.shared.budget {
+        // A budget kept per host takes the deposit in the host's account, once the host is known.
+        if let Some(budget) = &self.shared.budget
+            && !budget.per_host()
+        {
             budget.deposit();
         }
         RetryState::new(self.clone(), started)

@@ -1,6 +1,7 @@
 //! The per-request state machine: turns each attempt's outcome into "retry after d" or "stop, because …".
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -8,10 +9,11 @@ use tokio::time::Instant;
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
+use crate::budget::{Account, RetryBudget};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::cooldown::{self, Cooldowns, Host, Pause};
 use crate::log::{self, DelayCause};
-use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
 use crate::rejected::Rejected;
 
 /// Which of the two time limits ends first for the attempt in flight.
@@ -58,12 +60,12 @@ pub(crate) enum Limit {
 /// which does both.
 pub struct RetryState {
     policy: RetryPolicy,
-    /// The request's delays, from its first retry on. Boxed: on the heap of a request that retries, it
-    /// keeps the futures of every request small enough for the allocator's fastest size classes (the
-    /// reqwest-middleware future fits 1 KiB with it boxed, and does not without).
-    delays: Option<Box<DelayState>>,
-    /// The delays of throttled retries (see `RetryPolicyBuilder::throttle_backoff`), from the first.
-    throttle_delays: Option<Box<DelayState>>,
+    /// The request's delay schedules, from its first draw on. Boxed: on the heap of a request that
+    /// retries, they keep the futures of every request small enough for the allocator's fastest size
+    /// classes (the reqwest-middleware future fits 1 KiB with them boxed, and does not without).
+    delays: Option<Box<Schedules>>,
+    /// The host's account of a budget kept per host, once the request's host is known.
+    partition: Option<Arc<Account>>,
     /// Time waited for the host's pause before the first attempt.
     cooldown: Duration,
     /// When the deadline's clock started; `None` until first needed (see [`RetryPolicy::start`]).
@@ -83,7 +85,7 @@ impl Clone for RetryState {
         Self {
             policy: self.policy.clone(),
             delays: self.delays.clone(),
-            throttle_delays: self.throttle_delays.clone(),
+            partition: self.partition.clone(),
             cooldown: self.cooldown,
             started: self.started,
             attempts: self.attempts,
@@ -116,7 +118,7 @@ impl RetryState {
         Self {
             policy,
             delays: None,
-            throttle_delays: None,
+            partition: None,
             cooldown: Duration::ZERO,
             started,
             attempts: 0,
@@ -297,7 +299,8 @@ impl RetryState {
     ) -> Result<Option<Duration>, Rejected> {
         let s = &*self.policy.shared;
         let cooling = s.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
-        if !cooling && s.throttles.is_none() {
+        let per_host = s.budget.as_ref().is_some_and(RetryBudget::per_host);
+        if !cooling && !per_host && s.throttles.is_none() {
             return Ok(None);
         }
         self.before_first_slow(view().as_ref(), cooling)
@@ -309,6 +312,7 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
         cooling: bool,
     ) -> Result<Option<Duration>, Rejected> {
+        self.resolve_partition(request);
         if let Err(p) = self.admit(request) {
             self.stop(StopReason::Throttled, None, request);
             return Err(Rejected::throttled(p, self.info()));
@@ -329,13 +333,7 @@ impl RetryState {
         let delays = &mut self.delays;
         throttles
             .of(request.and_then(Host::of))
-            .admit(Instant::now(), || {
-                delays
-                    .get_or_insert_with(|| {
-                        Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
-                    })
-                    .unit()
-            })
+            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
     }
 
     #[cold]
@@ -353,11 +351,9 @@ impl RetryState {
             self.started = Some(Instant::now());
         }
         let remaining = self.remaining();
-        let delays = self
-            .delays
-            .get_or_insert_with(|| Box::new(DelayState::new(&s.backoff, s.streams.next_stream())));
+        let delays = Schedules::of(&mut self.delays, s);
         match cooldown::wait(pause, s.max_retry_after, remaining, |window| {
-            delays.uniform(window)
+            delays.transient.uniform(window)
         }) {
             Ok(wait) => {
                 self.cooldown = wait;
@@ -462,10 +458,45 @@ impl RetryState {
     }
 
     fn give_back(&mut self) {
-        if let Some(withdrawal) = self.withdrawn.take()
-            && let Some(budget) = &self.policy.shared.budget
+        let Some(withdrawal) = self.withdrawn.take() else {
+            return;
+        };
+        match (&self.partition, &self.policy.shared.budget) {
+            (Some(partition), _) => partition.refund(withdrawal),
+            (None, Some(budget)) => budget.refund(withdrawal),
+            (None, None) => {}
+        }
+    }
+
+    /// Takes one retry from the budget: from the host's own account when the budget is kept per host
+    /// (the host's request deposits there when first seen), from the shared one otherwise. `Err` if
+    /// the balance does not allow it; `Ok(None)` without a budget.
+    fn withdraw(&mut self, request: Option<&RequestView<'_>>) -> Result<Option<Withdrawal>, ()> {
+        let Some(budget) = &self.policy.shared.budget else {
+            return Ok(None);
+        };
+        let withdrawal = if budget.per_host() {
+            self.resolve_partition(request);
+            self.partition
+                .as_ref()
+                .and_then(|partition| partition.withdraw())
+        } else {
+            budget.withdraw()
+        };
+        withdrawal.map(Some).ok_or(())
+    }
+
+    /// With a budget kept per host, finds the request's host's account and deposits the request in it,
+    /// once.
+    fn resolve_partition(&mut self, request: Option<&RequestView<'_>>) {
+        if self.partition.is_some() {
+            return;
+        }
+        if let Some(partition) = (self.policy.shared.budget.as_ref())
+            .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
-            budget.refund(withdrawal);
+            partition.deposit();
+            self.partition = Some(partition);
         }
     }
 
@@ -590,21 +621,16 @@ impl RetryState {
         let remaining = self.remaining();
         // The generators are seeded at the first retry, so a request that succeeds at once pays nothing
         // for them.
+        let schedules = Schedules::of(&mut self.delays, s);
         let backoff_delay = if cause == DelayCause::Throttle {
-            self.throttle_delays
+            schedules
+                .throttle
                 .get_or_insert_with(|| {
-                    Box::new(DelayState::new(
-                        &s.throttle_backoff,
-                        s.streams.next_stream(),
-                    ))
+                    DelayState::new(&s.throttle_backoff, s.streams.next_stream())
                 })
                 .next_delay(&s.throttle_backoff)
         } else {
-            self.delays
-                .get_or_insert_with(|| {
-                    Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
-                })
-                .next_delay(&s.backoff)
+            schedules.transient.next_delay(&s.backoff)
         };
         let delay = match (s.retry_after, floor) {
             (_, None) => backoff_delay,
@@ -619,10 +645,7 @@ impl RetryState {
                 if let Some(remaining) = remaining {
                     window = window.min(remaining.saturating_sub(floor));
                 }
-                let delays = self.delays.get_or_insert_with(|| {
-                    Box::new(DelayState::new(&s.backoff, s.streams.next_stream()))
-                });
-                floor + delays.uniform(window)
+                floor + Schedules::of(&mut self.delays, s).transient.uniform(window)
             }
         };
         // A retry due at the deadline itself would have no time to run: it is not taken either.
@@ -633,12 +656,29 @@ impl RetryState {
         if self.admit(request).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
-        if let Some(budget) = &self.policy.shared.budget {
-            match budget.withdraw() {
-                Some(withdrawal) => self.withdrawn = Some(withdrawal),
-                None => return (Decision::Stop(StopReason::Budget), cause),
-            }
+        match self.withdraw(request) {
+            Ok(withdrawal) => self.withdrawn = withdrawal,
+            Err(()) => return (Decision::Stop(StopReason::Budget), cause),
         }
         (Decision::Retry(delay), cause)
+    }
+}
+
+/// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
+/// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
+#[derive(Debug, Clone)]
+struct Schedules {
+    transient: DelayState,
+    throttle: Option<DelayState>,
+}
+
+impl Schedules {
+    fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
+        slot.get_or_insert_with(|| {
+            Box::new(Self {
+                transient: DelayState::new(&s.backoff, s.streams.next_stream()),
+                throttle: None,
+            })
+        })
     }
 }

@@ -973,14 +973,16 @@ fn a_policy_shows_its_budgets_shape_and_gives_it_out() {
         .unwrap();
     let debug = format!("{policy:?}");
     assert!(
-        debug.contains("budget: Some(RetryBudget { ratio: 0.05, min_per_second: 3, window: 30s })"),
+        debug.contains(
+            "budget: Some(RetryBudget { ratio: 0.05, min_per_second: 3, window: 30s, per_host: false })"
+        ),
         "{debug}"
     );
     assert_eq!(policy.budget().map(RetryBudget::ratio), Some(0.05));
     let default = format!("{:?}", RetryPolicy::default());
     assert!(
         default
-            .contains("budget: Some(RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s })"),
+            .contains("budget: Some(RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false })"),
         "{default}"
     );
     let none = RetryPolicy::builder().no_budget().build().unwrap();

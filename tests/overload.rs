@@ -292,3 +292,69 @@ mod middleware {
         assert_eq!(server.received_requests().await.unwrap().len(), 50);
     }
 }
+
+/// A client calling two hosts: `dead.test` answers `503` to everything, `flaky.test` answers its
+/// first request `503` and every later one `200`. Returns the stop reason of the flaky host's call,
+/// made after 50 calls to the dead host.
+async fn flaky_host_after_a_dead_one(budget: stagger::RetryBudget) -> Option<StopReason> {
+    let flaky_calls = Arc::new(AtomicUsize::new(0));
+    let router = tower::service_fn(move |request: Req| {
+        let status = match request.uri().host() {
+            Some("dead.test") => 503,
+            _ if flaky_calls.fetch_add(1, Ordering::SeqCst) == 0 => 503,
+            _ => 200,
+        };
+        async move {
+            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
+        }
+    });
+    let policy = RetryPolicy::builder()
+        .backoff(stagger::Backoff::fixed(Duration::from_millis(1)))
+        .budget(budget)
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy).layer(router);
+    let to = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
+    let mut spent = 0;
+    for _ in 0..50 {
+        let response = client.clone().oneshot(to("dead.test")).await.unwrap();
+        let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+        if info.stop_reason() == Some(StopReason::Budget) {
+            spent += 1;
+        }
+    }
+    assert!(
+        spent > 40,
+        "the dead host's calls stopped on the budget {spent} times of 50"
+    );
+    let response = client.oneshot(to("flaky.test")).await.unwrap();
+    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    info.stop_reason()
+}
+
+fn small_budget(per_host: bool) -> stagger::RetryBudget {
+    // Five retries per window, whatever the traffic.
+    stagger::RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_second(5)
+        .window(secs(1))
+        .per_host(per_host)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_host_spends_only_its_own_budget_when_it_is_kept_per_host() {
+    assert_eq!(
+        flaky_host_after_a_dead_one(small_budget(true)).await,
+        Some(StopReason::Success)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_one_budget_a_dead_host_spends_the_retries_of_a_healthy_one() {
+    assert_eq!(
+        flaky_host_after_a_dead_one(small_budget(false)).await,
+        Some(StopReason::Budget)
+    );
+}

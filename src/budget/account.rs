@@ -275,7 +275,7 @@ mod tests {
         );
         assert_eq!(
             format!("{b:?}"),
-            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s }"
+            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false }"
         );
     }
 }
