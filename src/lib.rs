@@ -72,6 +72,7 @@
 //! | `Retry-After` and rate-limit headers ([`server_delay`]) | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
 //! | a `429` without a usable delay | its own schedule: exponential from 500 ms, equal jitter ([`RetryPolicyBuilder::throttle_backoff`]) |
 //! | host cooldown ([`RetryPolicyBuilder::host_cooldown`]) | off |
+//! | adaptive throttling ([`RetryPolicyBuilder::adaptive_throttle`]) | off |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
