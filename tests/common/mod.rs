@@ -1,5 +1,10 @@
-//! What more than one test binary uses: capturing the `tracing` events of a test.
+//! What more than one test binary uses: capturing the `tracing` events of a test, and (in `loopback`)
+//! servers and clients over real sockets.
 #![allow(dead_code)] // each test binary uses its own part of it
+
+/// Loopback servers and both reqwest adapters, for the pushback and cooldown tests.
+#[cfg(all(feature = "reqwest-middleware", feature = "tower"))]
+pub mod loopback;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,0 +1,367 @@
+//! The per-host cooldown (`RetryPolicyBuilder::host_cooldown`), end to end: a pause one response asks
+//! for holds every request to its host through every clone of the client, and no other host; a pause
+//! the policy will not wait for fails the next request at once, unsent.
+//!
+//! Through both adapters a reqwest user has (`RetryMiddleware`, and `RetryLayer` over
+//! `reqwest::Client`), against axum servers on loopback that timestamp each request, in real time:
+//! the pauses asked for are 1 s. Lower bounds are exact; upper bounds leave room for a loaded machine.
+#![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
+
+use std::time::{Duration, Instant};
+
+use stagger::{Backoff, RetryAfterMode, RetryPolicy, RetryPolicyBuilder, StopReason};
+
+mod common;
+
+use common::loopback::{Adapter, Failure, Retries, Server, both, info, ms, reply, took};
+
+/// Room for a loaded machine above a lower bound.
+const SLACK: Duration = ms(500);
+
+/// One retry, 20 ms after a failure or exactly when the server asked. `max_retry_after` of 1.2 s
+/// bounds the window a held request's wait is spread over: the pause left, plus up to what
+/// `max_retry_after` leaves above it.
+fn pausing(host_cooldown: bool, retries: &Retries) -> RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .backoff(Backoff::fixed(ms(20)))
+        .retry_after(RetryAfterMode::Strict)
+        .max_retry_after(ms(1200))
+        .max_retries(1)
+        .host_cooldown(host_cooldown)
+        .on_retry(retries.hook())
+}
+
+/// A request sent through a clone of the client ~100 ms after the first one's 429 with
+/// `Retry-After: 1`, to `path` on `server` or on the first one's server: when it was sent, when it
+/// arrived, and its response.
+struct Next {
+    sent: Instant,
+    arrived: Instant,
+    response: reqwest::Response,
+}
+
+/// Sends a GET of `/first` to `limited`, which answers 429 with `Retry-After: 1` and then 200, and,
+/// once the 429 is in, a GET of `/next` to `next_server` through a clone of the client. Returns when
+/// the 429 reached the server and what became of the next request. Both calls end with a 200.
+async fn after_a_429(
+    adapter: Adapter,
+    host_cooldown: bool,
+    limited: &Server,
+    next_server: &Server,
+) -> (Instant, Next) {
+    let retries = Retries::default();
+    let client = adapter.client(pausing(host_cooldown, &retries).build().unwrap());
+    let first_url = limited.script("/first", [reply(429).header("Retry-After", 1)]);
+    let next_url = next_server.url("/next");
+
+    let first = client.get(&first_url);
+    let next = async {
+        // The retry is decided once the 429 is judged, and its pause recorded.
+        retries.reach(1).await;
+        tokio::time::sleep(ms(100)).await;
+        let clone = client.clone();
+        let sent = Instant::now();
+        let response = clone.get(&next_url).await.unwrap();
+        let arrived = next_server.arrivals("/next")[0].at;
+        Next {
+            sent,
+            arrived,
+            response,
+        }
+    };
+    let (first, next) = tokio::join!(first, next);
+
+    let first = first.unwrap();
+    assert_eq!(first.status(), 200, "{adapter:?}");
+    assert_eq!(info(&first).attempts(), 2, "{adapter:?}");
+    assert_eq!(next.response.status(), 200, "{adapter:?}");
+    assert_eq!(info(&next.response).attempts(), 1, "{adapter:?}");
+    let first_arrivals = limited.arrivals("/first");
+    assert_eq!(first_arrivals.len(), 2, "{adapter:?}");
+    assert_eq!(next_server.arrivals("/next").len(), 1, "{adapter:?}");
+    // Only the first request's own retry waited on Retry-After.
+    assert_eq!(retries.all().len(), 1, "{adapter:?}");
+    (first_arrivals[0].at, next)
+}
+
+#[test]
+fn a_429_with_retry_after_1_holds_the_next_request_to_its_host_through_a_clone_for_1_s() {
+    both(|adapter| async move {
+        let events = common::capture();
+        let server = Server::start().await;
+        let (refused, next) = after_a_429(adapter, true, &server, &server).await;
+
+        let gap = next.arrived - refused;
+        took(adapter, "the next request", gap, ms(1000), ms(1300) + SLACK);
+        assert_eq!(server.hits(), 3, "{adapter:?}");
+        let held = info(&next.response);
+        // Held for what was left of the pause, plus up to what max_retry_after leaves above it.
+        assert!(
+            held.cooldown() > ms(800) && held.cooldown() <= ms(1200),
+            "{adapter:?}: {held:?}"
+        );
+        assert!(next.arrived - next.sent >= held.cooldown(), "{adapter:?}");
+        assert_eq!(held.slept(), Duration::ZERO, "{adapter:?}");
+        assert_eq!(held.stop_reason(), Some(StopReason::Success), "{adapter:?}");
+
+        let events = events.stagger();
+        let waits: Vec<_> = events
+            .iter()
+            .filter(|e| e.message == "waiting for the host's pause")
+            .collect();
+        let [wait] = waits[..] else {
+            panic!("{adapter:?}: one wait, got {events:#?}");
+        };
+        assert_eq!(wait.field("delay.reason"), "cooldown", "{adapter:?}");
+        assert_eq!(wait.field("url.path"), "/next", "{adapter:?}");
+        let logged = ms(wait.field("delay_ms").parse().unwrap());
+        assert!(held.cooldown() - logged < ms(1), "{adapter:?}: {wait:?}");
+    });
+}
+
+#[test]
+fn without_host_cooldown_the_next_request_to_a_host_that_sent_a_429_goes_at_once() {
+    both(|adapter| async move {
+        let server = Server::start().await;
+        let (_, next) = after_a_429(adapter, false, &server, &server).await;
+
+        took(
+            adapter,
+            "the next request",
+            next.arrived - next.sent,
+            ms(0),
+            ms(200),
+        );
+        assert_eq!(
+            info(&next.response).cooldown(),
+            Duration::ZERO,
+            "{adapter:?}"
+        );
+        assert_eq!(server.hits(), 3, "{adapter:?}");
+    });
+}
+
+#[test]
+fn a_host_s_pause_does_not_hold_requests_to_another_host() {
+    both(|adapter| async move {
+        let (limited, other) = (Server::start().await, Server::start().await);
+        let (_, next) = after_a_429(adapter, true, &limited, &other).await;
+
+        took(
+            adapter,
+            "the other host",
+            next.arrived - next.sent,
+            ms(0),
+            ms(200),
+        );
+        assert_eq!(
+            info(&next.response).cooldown(),
+            Duration::ZERO,
+            "{adapter:?}"
+        );
+        assert_eq!((limited.hits(), other.hits()), (2, 1), "{adapter:?}");
+    });
+}
+
+#[test]
+fn a_200_saying_the_quota_is_spent_holds_the_next_request_to_its_host_until_the_reset() {
+    both(|adapter| async move {
+        let server = Server::start().await;
+        let retries = Retries::default();
+        let client = adapter.client(pausing(true, &retries).build().unwrap());
+        let spent = reply(200).header("RateLimit", r#""default";r=0;t=1"#);
+        let url = server.script("/items", [spent]);
+
+        let last = client.get(&url).await.unwrap();
+        assert_eq!(last.status(), 200, "{adapter:?}");
+        assert_eq!(info(&last).attempts(), 1, "{adapter:?}");
+        let next = client.clone().get(&url).await.unwrap();
+
+        let arrivals = server.arrivals("/items");
+        assert_eq!(arrivals.len(), 2, "{adapter:?}");
+        let gap = arrivals[1].at - arrivals[0].at;
+        took(adapter, "the next request", gap, ms(1000), ms(1200) + SLACK);
+        assert!(
+            info(&next).cooldown() > ms(900),
+            "{adapter:?}: {:?}",
+            info(&next)
+        );
+        assert!(retries.all().is_empty(), "{adapter:?}");
+    });
+}
+
+#[test]
+fn a_retry_in_flight_when_its_host_asks_for_a_pause_waits_for_the_pause_and_logs_cooldown() {
+    both(|adapter| async move {
+        let events = common::capture();
+        let server = Server::start().await;
+        let retries = Retries::default();
+        let client = adapter.client(pausing(true, &retries).build().unwrap());
+        // A slow 503 on one path; meanwhile, a 429 asking for a second on another.
+        let slow = server.script("/slow", [reply(503).after(ms(200))]);
+        let limited = server.script("/limited", [reply(429).header("Retry-After", 1)]);
+
+        let (slow, limited) = tokio::join!(client.get(&slow), async {
+            server.seen("/slow", 1).await;
+            client.get(&limited).await
+        });
+
+        assert_eq!(info(&slow.unwrap()).attempts(), 2, "{adapter:?}");
+        assert_eq!(info(&limited.unwrap()).attempts(), 2, "{adapter:?}");
+        assert_eq!(server.hits(), 4, "{adapter:?}");
+        let refused = server.arrivals("/limited")[0].at;
+        let retried = server.arrivals("/slow")[1].at;
+        // The 503 alone would have been retried 20 ms later.
+        took(
+            adapter,
+            "the 503's retry",
+            retried - refused,
+            ms(1000),
+            ms(1000) + SLACK,
+        );
+
+        let events = events.stagger();
+        let retry_of = |path: &str| {
+            events
+                .iter()
+                .find(|e| e.message == "retrying" && e.field("url.path") == path)
+                .unwrap_or_else(|| panic!("{adapter:?}: no retry of {path} in {events:#?}"))
+        };
+        assert_eq!(retry_of("/slow").field("delay.reason"), "cooldown");
+        assert_eq!(retry_of("/slow").field("error.type"), "503");
+        assert_eq!(retry_of("/limited").field("delay.reason"), "retry-after");
+        assert_eq!(retry_of("/limited").field("delay_ms"), "1000");
+        let slow_retry = retries.all().into_iter().find(|r| r.delay < ms(1000));
+        let slow_retry = slow_retry.expect("the 503's retry waits what is left of the pause");
+        assert!(slow_retry.delay > ms(600), "{adapter:?}: {slow_retry:?}");
+        assert_eq!(slow_retry.retry_after, None, "{adapter:?}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Failing fast
+// ---------------------------------------------------------------------------------------------------
+
+/// Sends a GET to a server that answers it 429 with `Retry-After: retry_after`, then a second one:
+/// checks that the first comes back with the 429 intact, stopped for `first_stop`, and that the
+/// second fails at once without reaching the server. Returns the second call's rejection.
+async fn rejected_after(
+    adapter: Adapter,
+    policy: RetryPolicyBuilder,
+    retry_after: u64,
+    first_stop: StopReason,
+) -> stagger::Rejected {
+    let events = common::capture();
+    let server = Server::start().await;
+    let client = adapter.client(policy.host_cooldown(true).build().unwrap());
+    let limited = reply(429)
+        .header("Retry-After", retry_after)
+        .header("x-answer", "first");
+    let url = server.script("/items", [limited]);
+
+    let start = Instant::now();
+    let refused = client.get(&url).await.unwrap();
+    took(adapter, "the 429", start.elapsed(), ms(0), ms(300));
+    assert_eq!(refused.status(), 429, "{adapter:?}");
+    assert_eq!(refused.headers()["x-answer"], "first", "{adapter:?}");
+    assert_eq!(info(&refused).attempts(), 1, "{adapter:?}");
+    assert_eq!(
+        info(&refused).stop_reason(),
+        Some(first_stop),
+        "{adapter:?}"
+    );
+    assert_eq!(refused.text().await.unwrap(), "429", "{adapter:?}");
+
+    let start = Instant::now();
+    let failure = client.clone().get(&url).await.unwrap_err();
+    took(adapter, "the rejection", start.elapsed(), ms(0), ms(100));
+    let Failure::Rejected(rejected) = failure else {
+        panic!("{adapter:?}: stagger::Rejected, got {failure:?}");
+    };
+    assert_eq!(rejected.info().stop_reason(), Some(StopReason::Cooldown));
+    assert_eq!(rejected.info().attempts(), 0, "{adapter:?}");
+    assert_eq!(rejected.reason(), StopReason::Cooldown, "{adapter:?}");
+    let asked = Duration::from_secs(retry_after);
+    assert!(
+        rejected.pause() <= asked && rejected.pause() > asked - ms(500),
+        "{adapter:?}: {rejected:?}"
+    );
+    assert_eq!(
+        server.hits(),
+        1,
+        "{adapter:?}: the rejected request was sent"
+    );
+
+    let events = events.stagger();
+    let stopped = events.last().expect("events");
+    assert_eq!(stopped.message, "stopped", "{adapter:?}: {events:#?}");
+    assert_eq!(stopped.field("stop.reason"), "host cooling down");
+    assert_eq!(stopped.field("attempts"), "0", "{adapter:?}");
+    rejected
+}
+
+#[test]
+fn a_pause_longer_than_max_retry_after_fails_the_next_request_at_once_unsent() {
+    both(|adapter| async move {
+        let policy = RetryPolicy::builder().max_retry_after(Duration::from_secs(5));
+        let rejected = rejected_after(adapter, policy, 60, StopReason::RetryAfterTooLong).await;
+        let message = rejected.to_string();
+        assert!(
+            message.starts_with("not sent: the host asked for a pause of ")
+                && message.ends_with("more, longer than max_retry_after (5s)"),
+            "{adapter:?}: {message}"
+        );
+    });
+}
+
+#[test]
+fn a_retry_whose_host_asked_meanwhile_for_a_pause_past_max_retry_after_is_not_taken() {
+    both(|adapter| async move {
+        let server = Server::start().await;
+        let retries = Retries::default();
+        let policy = pausing(true, &retries).max_retry_after(Duration::from_secs(5));
+        let client = adapter.client(policy.build().unwrap());
+        let slow = server.script("/slow", [reply(503).after(ms(150))]);
+        let limited = server.script("/limited", [reply(429).header("Retry-After", 60)]);
+
+        let start = Instant::now();
+        let (slow, limited) = tokio::join!(client.get(&slow), async {
+            server.seen("/slow", 1).await;
+            client.get(&limited).await
+        });
+        took(
+            adapter,
+            "both calls",
+            start.elapsed(),
+            ms(150),
+            ms(150) + SLACK,
+        );
+
+        let limited = limited.unwrap();
+        assert_eq!(limited.status(), 429, "{adapter:?}");
+        let stop = info(&limited).stop_reason();
+        assert_eq!(stop, Some(StopReason::RetryAfterTooLong), "{adapter:?}");
+        // The 503 comes back as received: its retry would have waited a minute.
+        let slow = slow.unwrap();
+        assert_eq!(slow.status(), 503, "{adapter:?}");
+        assert_eq!(info(&slow).attempts(), 1, "{adapter:?}");
+        let stop = info(&slow).stop_reason();
+        assert_eq!(stop, Some(StopReason::Cooldown), "{adapter:?}");
+        assert_eq!(server.hits(), 2, "{adapter:?}");
+        assert!(retries.all().is_empty(), "{adapter:?}");
+    });
+}
+
+#[test]
+fn a_pause_ending_past_the_deadline_fails_the_next_request_at_once_unsent() {
+    both(|adapter| async move {
+        // The pause is within max_retry_after (30 s), but outlasts the whole call's 1 s.
+        let policy = RetryPolicy::builder().max_elapsed(Duration::from_secs(1));
+        let rejected = rejected_after(adapter, policy, 10, StopReason::Deadline).await;
+        let message = rejected.to_string();
+        assert!(
+            message.contains("more, past the deadline ("),
+            "{adapter:?}: {message}"
+        );
+    });
+}

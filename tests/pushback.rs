@@ -1,0 +1,320 @@
+//! Server pushback beyond `Retry-After`, end to end: each header form a server sends to slow a client
+//! down holds the retry at least as long as it asks, a malformed one falls back to a schedule, and a
+//! throttled attempt without a usable delay waits on the throttle schedule rather than the backoff.
+//!
+//! Through both adapters a reqwest user has (`RetryMiddleware`, and `RetryLayer` over
+//! `reqwest::Client`), against an axum server on loopback that timestamps each request: the waits are
+//! measured between the arrivals the server saw, in real time, a few hundred milliseconds to 2 s.
+//! Lower bounds are exact; upper bounds leave room for a loaded machine. The per-host cooldown is in
+//! `tests/cooldown.rs`.
+#![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use stagger::{Backoff, Reason, RetryAfterMode, RetryEvent, RetryPolicy, StopReason};
+
+mod common;
+
+use common::loopback::{Adapter, Reply, Retries, Server, both, info, ms, reply, took};
+
+/// Room for a loaded machine above a lower bound.
+const SLACK: Duration = ms(500);
+
+/// The transient backoff, 20 ms, and the throttle schedule, 50 ms: both far from every delay a header
+/// asks for, so that a floor the retry waited stands out. `Strict`, so that the retry waits the floor
+/// itself rather than a spread window above it; one retry.
+fn honouring(retries: &Retries) -> RetryPolicy {
+    RetryPolicy::builder()
+        .backoff(Backoff::fixed(ms(20)))
+        .throttle_backoff(Backoff::fixed(ms(50)))
+        .retry_after(RetryAfterMode::Strict)
+        .max_retries(1)
+        .on_retry(retries.hook())
+        .build()
+        .unwrap()
+}
+
+/// What a GET through `adapter` went through, when the server answered `first` and then 200.
+struct Retried {
+    /// From the first attempt's arrival at the server to the retry's.
+    gap: Duration,
+    /// The retry as the policy decided it.
+    retry: RetryEvent,
+    /// When the retry reached the server, on its wall clock.
+    retry_wall: SystemTime,
+}
+
+/// Sends one GET through `adapter` to a server that answers it `first`, then 200, and checks that it
+/// took one retry and ended with the 200.
+async fn retried(
+    adapter: Adapter,
+    policy: impl Fn(&Retries) -> RetryPolicy,
+    first: Reply,
+) -> Retried {
+    let server = Server::start().await;
+    let retries = Retries::default();
+    let client = adapter.client(policy(&retries));
+    let url = server.script("/limited", [first]);
+
+    let response = client.get(&url).await.unwrap();
+
+    assert_eq!(response.status(), 200, "{adapter:?}");
+    let info = info(&response);
+    assert_eq!(info.attempts(), 2, "{adapter:?}");
+    assert_eq!(info.stop_reason(), Some(StopReason::Success), "{adapter:?}");
+    assert_eq!(server.hits(), 2, "{adapter:?}");
+    let arrivals = server.arrivals("/limited");
+    let [retry] = retries.all()[..] else {
+        panic!("{adapter:?}: one retry, got {:?}", retries.all());
+    };
+    Retried {
+        gap: arrivals[1].at - arrivals[0].at,
+        retry,
+        retry_wall: arrivals[1].wall,
+    }
+}
+
+/// Asserts that the retry after a 429 carrying `header: value` waited `floor`, as the server asked.
+async fn floor_held(adapter: Adapter, header: &'static str, value: &str, floor: Duration) {
+    let first = reply(429).header(header, value);
+    let Retried { gap, retry, .. } = retried(adapter, honouring, first).await;
+    assert_eq!(retry.delay, floor, "{adapter:?}");
+    assert_eq!(retry.retry_after, Some(floor), "{adapter:?}");
+    assert_eq!(
+        retry.reason,
+        Reason::Status(reqwest::StatusCode::TOO_MANY_REQUESTS)
+    );
+    took(adapter, header, gap, floor, floor + SLACK);
+}
+
+#[test]
+fn a_retry_after_ms_of_300_holds_the_retry_at_least_300_ms() {
+    both(|adapter| floor_held(adapter, "retry-after-ms", "300", ms(300)));
+}
+
+#[test]
+fn an_x_ms_retry_after_ms_of_300_holds_the_retry_at_least_300_ms() {
+    both(|adapter| floor_held(adapter, "x-ms-retry-after-ms", "300", ms(300)));
+}
+
+#[test]
+fn a_ratelimit_policy_with_no_quota_left_and_t_1_holds_the_retry_at_least_1_s() {
+    both(|adapter| floor_held(adapter, "RateLimit", r#""default";r=0;t=1"#, ms(1000)));
+}
+
+#[test]
+fn an_x_ratelimit_reset_of_1_with_none_remaining_holds_the_retry_at_least_1_s() {
+    both(|adapter| async move {
+        let first = reply(429)
+            .header("X-RateLimit-Remaining", 0)
+            .header("X-RateLimit-Reset", 1);
+        let Retried { gap, retry, .. } = retried(adapter, honouring, first).await;
+        assert_eq!(retry.delay, ms(1000), "{adapter:?}");
+        took(adapter, "the retry", gap, ms(1000), ms(1000) + SLACK);
+    });
+}
+
+#[test]
+fn an_x_ratelimit_reset_written_as_a_unix_time_holds_the_retry_until_that_second() {
+    both(|adapter| async move {
+        // GitHub's form: the second at which the quota comes back. Two seconds on from the first half
+        // of a second, so that the wait is over 1 s however long the 429 takes to arrive.
+        let now = loop {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+            if now.subsec_millis() < 500 {
+                break now;
+            }
+            tokio::time::sleep(ms(10)).await;
+        };
+        let reset = UNIX_EPOCH + Duration::from_secs(now.as_secs() + 2);
+        let first = reply(429)
+            .header("X-RateLimit-Remaining", 0)
+            .header("X-RateLimit-Reset", now.as_secs() + 2);
+        let Retried {
+            gap,
+            retry,
+            retry_wall,
+        } = retried(adapter, honouring, first).await;
+
+        let asked = retry.retry_after.expect("the reset is a floor");
+        assert!(
+            asked > ms(1000) && asked <= ms(2000),
+            "{adapter:?}: {asked:?}"
+        );
+        assert_eq!(retry.delay, asked, "{adapter:?}");
+        // The retry was not sent before the reset. The floor was read off the wall clock and slept on
+        // the monotonic one: 2 ms for the two to drift apart while the clock is slewed.
+        let early = reset.duration_since(retry_wall).unwrap_or_default();
+        assert!(
+            early <= ms(2),
+            "{adapter:?}: the retry came {early:?} before the reset"
+        );
+        took(adapter, "the retry", gap, asked, ms(2000) + SLACK);
+    });
+}
+
+#[test]
+fn a_retry_after_ms_floor_holds_under_the_default_spread_mode_too() {
+    // Spread waits the floor plus a share of a window as long as the floor, cut to what
+    // max_retry_after leaves: here 300 ms + U[0, 300 ms].
+    let spread = |retries: &Retries| {
+        RetryPolicy::builder()
+            .backoff(Backoff::fixed(ms(20)))
+            .max_retry_after(ms(600))
+            .max_retries(1)
+            .on_retry(retries.hook())
+            .build()
+            .unwrap()
+    };
+    both(|adapter| async move {
+        let first = reply(429).header("retry-after-ms", 300);
+        let Retried { gap, retry, .. } = retried(adapter, spread, first).await;
+        assert!(
+            retry.delay >= ms(300) && retry.delay <= ms(600),
+            "{adapter:?}: {:?}",
+            retry.delay
+        );
+        assert_eq!(retry.retry_after, Some(ms(300)), "{adapter:?}");
+        took(adapter, "the retry", gap, retry.delay, ms(600) + SLACK);
+    });
+}
+
+#[test]
+fn a_malformed_pushback_header_on_a_429_falls_back_to_the_throttle_schedule() {
+    both(|adapter| async move {
+        for (header, value) in [
+            ("retry-after-ms", "soon"),
+            ("x-ms-retry-after-ms", "-300"),
+            ("RateLimit", "garbage"),
+            ("RateLimit", r#""default";r=0;t=1.5"#),
+            ("Retry-After", "soon"),
+        ] {
+            let first = reply(429).header(header, value);
+            let Retried { gap, retry, .. } = retried(adapter, honouring, first).await;
+            // Not the transient backoff's 20 ms: a 429 is the server limiting the client's rate.
+            assert_eq!(retry.delay, ms(50), "{adapter:?}: {header}: {value}");
+            assert_eq!(retry.retry_after, None, "{adapter:?}: {header}: {value}");
+            let what = format!("{header}: {value}");
+            took(adapter, &what, gap, ms(50), ms(50) + SLACK);
+        }
+    });
+}
+
+#[test]
+fn a_malformed_retry_after_on_a_503_falls_back_to_the_transient_backoff() {
+    both(|adapter| async move {
+        // Retry-After alone is not a rate limiter's header: an overloaded server sends it too.
+        let first = reply(503).header("Retry-After", "soon");
+        let Retried { gap, retry, .. } = retried(adapter, honouring, first).await;
+        assert_eq!(retry.delay, ms(20), "{adapter:?}");
+        assert_eq!(retry.retry_after, None, "{adapter:?}");
+        took(adapter, "the retry", gap, ms(20), ms(20) + SLACK);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The throttle schedule
+// ---------------------------------------------------------------------------------------------------
+
+/// The transient backoff, 20 ms, and the throttle schedule, 300 ms; one retry.
+fn two_schedules(retries: &Retries) -> RetryPolicy {
+    RetryPolicy::builder()
+        .backoff(Backoff::fixed(ms(20)))
+        .throttle_backoff(Backoff::fixed(ms(300)))
+        .max_retries(1)
+        .on_retry(retries.hook())
+        .build()
+        .unwrap()
+}
+
+/// Asserts that the retry after `first` waited `schedule`.
+async fn waited(adapter: Adapter, first: Reply, schedule: Duration) {
+    let what = format!("{first:?}");
+    let Retried { gap, retry, .. } = retried(adapter, two_schedules, first).await;
+    assert_eq!(retry.delay, schedule, "{adapter:?}: {what}");
+    assert_eq!(retry.retry_after, None, "{adapter:?}: {what}");
+    took(adapter, &what, gap, schedule, schedule + SLACK);
+}
+
+#[test]
+fn a_429_without_headers_waits_on_the_throttle_schedule() {
+    both(|adapter| waited(adapter, reply(429), ms(300)));
+}
+
+#[test]
+fn a_503_without_headers_waits_on_the_transient_backoff() {
+    both(|adapter| waited(adapter, reply(503), ms(20)));
+}
+
+#[test]
+fn a_503_with_x_ratelimit_remaining_0_and_no_reset_waits_on_the_throttle_schedule() {
+    both(|adapter| {
+        waited(
+            adapter,
+            reply(503).header("X-RateLimit-Remaining", 0),
+            ms(300),
+        )
+    });
+}
+
+#[test]
+fn a_503_with_a_malformed_rate_limit_header_waits_on_the_throttle_schedule() {
+    // Usable or not, the header says a rate limiter answered.
+    both(|adapter| {
+        waited(
+            adapter,
+            reply(503).header("retry-after-ms", "soon"),
+            ms(300),
+        )
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Logs
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn each_retry_s_event_names_what_set_its_delay_retry_after_throttle_or_backoff() {
+    let quick = |retries: &Retries| {
+        RetryPolicy::builder()
+            .backoff(Backoff::fixed(ms(5)))
+            .throttle_backoff(Backoff::fixed(ms(15)))
+            .retry_after(RetryAfterMode::Strict)
+            .max_retries(1)
+            .on_retry(retries.hook())
+            .build()
+            .unwrap()
+    };
+    both(|adapter| async move {
+        for (first, reason, delay) in [
+            (reply(429).header("retry-after-ms", 30), "retry-after", "30"),
+            (
+                reply(503).header("x-ms-retry-after-ms", 30),
+                "retry-after",
+                "30",
+            ),
+            (reply(429), "throttle", "15"),
+            (
+                reply(503).header("X-RateLimit-Remaining", 0),
+                "throttle",
+                "15",
+            ),
+            (reply(503), "backoff", "5"),
+            (reply(500), "backoff", "5"),
+        ] {
+            let what = format!("{adapter:?}: {first:?}");
+            let events = common::capture();
+            retried(adapter, quick, first).await;
+
+            let events = events.stagger();
+            let retrying: Vec<_> = events.iter().filter(|e| e.message == "retrying").collect();
+            let [retrying] = retrying[..] else {
+                panic!("{what}: one retry event, got {events:#?}");
+            };
+            assert_eq!(retrying.level, tracing::Level::DEBUG, "{what}");
+            assert_eq!(retrying.field("delay.reason"), reason, "{what}");
+            assert_eq!(retrying.field("delay_ms"), delay, "{what}");
+            assert_eq!(retrying.field("url.path"), "/limited", "{what}");
+        }
+    });
+}
