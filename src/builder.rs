@@ -135,7 +135,9 @@ impl RetryPolicyBuilder {
 
     /// Sets the schedule of a throttled attempt, one the server refused to limit the client's rate
     /// rather than because it failed: a `429`, or a `503` with a rate-limit header (see
-    /// [`server_delay`](crate::server_delay)), that gives no usable delay. Defaults to
+    /// [`server_delay`](crate::server_delay)) that does not say quota remains (a
+    /// `X-RateLimit-Remaining: 4999`, sent on every response by some APIs, does not make a `503`
+    /// throttling), that gives no usable delay. Defaults to
     /// [`RetryPolicy::DEFAULT_THROTTLE_BACKOFF`]: exponential from 500 ms, base 2, 20 s cap, equal
     /// jitter (250–500 ms, 0.5–1 s, 1–2 s, …).
     ///

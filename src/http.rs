@@ -7,7 +7,7 @@ use http::{Extensions, HeaderMap, StatusCode};
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
 use crate::policy::RetryPolicy;
-use crate::pushback::{has_rate_limit_headers, quota_exhausted, server_delay};
+use crate::pushback::{quota_exhausted, says_throttled, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 ///
@@ -114,7 +114,7 @@ where
         None
     };
     let throttled = status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::SERVICE_UNAVAILABLE && has_rate_limit_headers(headers);
+        || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
     let pause = match (cooldown, refusal) {
         (false, _) => None,
         (true, true) => delay,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use crate::retry_after::parse_retry_after;
-use crate::sfv::{integer, items};
+use crate::sfv::{Item, integer, items};
 
 const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
@@ -18,18 +18,6 @@ const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remai
 const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-
-/// The headers only a rate limiter sends: every header [`server_delay`] reads but `Retry-After`, which
-/// a server also sends when it is overloaded or down for maintenance.
-const RATE_LIMIT_HEADERS: [HeaderName; 7] = [
-    RETRY_AFTER_MS,
-    X_MS_RETRY_AFTER_MS,
-    RATELIMIT,
-    RATELIMIT_REMAINING,
-    RATELIMIT_RESET,
-    X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET,
-];
 
 /// An `X-RateLimit-Reset` at or above this is a Unix time in seconds, below it a number of seconds to
 /// wait: 10⁹ seconds is 31.7 years, longer than any rate-limit window, and every Unix time since
@@ -137,14 +125,43 @@ pub(crate) fn quota_exhausted(
         })
 }
 
-/// Whether the response carries a header only a rate limiter sends, usable or not: a `503` with one is
-/// the server throttling the client, not failing. `Retry-After` alone does not count: servers send it
-/// when overloaded or down for maintenance too, and a malformed one is as if it were absent.
-pub(crate) fn has_rate_limit_headers(headers: &HeaderMap) -> bool {
-    !headers.is_empty()
-        && RATE_LIMIT_HEADERS
-            .iter()
-            .any(|name| headers.contains_key(name))
+/// Whether a response's headers say the server is limiting the client's rate, usable or not: a `503`
+/// that says so is the server throttling, not failing. A header only a rate limiter sends counts —
+/// `retry-after-ms`, `x-ms-retry-after-ms`, a `RateLimit` field, a `(X-)RateLimit-Remaining` or
+/// `-Reset` — unless it says quota remains: a `RateLimit` whose every policy has `r` above 0, or a
+/// remaining count above 0 (GitHub sends `X-RateLimit-Remaining: 4999` on every response, a `503`
+/// included). A header that does not parse counts: it is there, and only a rate limiter sends it.
+/// `Retry-After` alone does not count: servers send it when overloaded or down for maintenance too.
+pub(crate) fn says_throttled(headers: &HeaderMap) -> bool {
+    if headers.is_empty() {
+        return false;
+    }
+    if headers.contains_key(RETRY_AFTER_MS) || headers.contains_key(X_MS_RETRY_AFTER_MS) {
+        return true;
+    }
+    for value in headers.get_all(RATELIMIT) {
+        let Some(mut policies) = items(value.as_bytes()) else {
+            return true;
+        };
+        let quota_left = |policy: Item<'_>| {
+            policy
+                .param(b"r")
+                .and_then(integer)
+                .is_some_and(|remaining| remaining > 0)
+        };
+        if !policies.all(quota_left) {
+            return true;
+        }
+    }
+    [
+        (&RATELIMIT_REMAINING, &RATELIMIT_RESET),
+        (&X_RATELIMIT_REMAINING, &X_RATELIMIT_RESET),
+    ]
+    .into_iter()
+    .any(|(remaining, reset)| match headers.get(remaining) {
+        Some(remaining) => digits(remaining).is_none_or(|remaining| remaining == 0),
+        None => headers.contains_key(reset),
+    })
 }
 
 /// Which `RateLimit` policies ask for a wait.
@@ -503,14 +520,29 @@ mod tests {
     }
 
     #[test]
-    fn rate_limit_headers_are_recognised_usable_or_not() {
-        let has = |pairs: &[(&'static str, &str)]| has_rate_limit_headers(&headers(pairs));
-        assert!(has(&[("x-ratelimit-remaining", "0")]));
-        assert!(has(&[("retry-after-ms", "x")]));
-        assert!(has(&[("RateLimit", "a;r=1")]));
-        assert!(!has(&[("retry-after", "5")]));
-        assert!(!has(&[("ratelimit-policy", "a;q=1;w=1")]));
-        assert!(!has(&[]));
+    fn a_rate_limit_header_says_throttled_unless_it_says_quota_remains() {
+        let says = |pairs: &[(&'static str, &str)]| says_throttled(&headers(pairs));
+        assert!(says(&[("x-ratelimit-remaining", "0")]));
+        assert!(says(&[("x-ratelimit-reset", "30")]));
+        assert!(says(&[("retry-after-ms", "x")]));
+        assert!(says(&[("RateLimit", "a;r=0;t=1")]));
+        assert!(says(&[("RateLimit", "a;t=1")]));
+        assert!(says(&[("RateLimit", "garbage,")]));
+        assert!(says(&[("x-ratelimit-remaining", "soon")]));
+        // Quota remains: GitHub's headers on every response, a 503 included.
+        assert!(!says(&[
+            ("x-ratelimit-remaining", "4999"),
+            ("x-ratelimit-reset", "1700000000")
+        ]));
+        assert!(!says(&[("RateLimit", "a;r=5;t=1, b;r=1")]));
+        assert!(!says(&[
+            ("ratelimit-remaining", "3"),
+            ("ratelimit-reset", "9")
+        ]));
+        // Not a rate limiter's alone.
+        assert!(!says(&[("retry-after", "5")]));
+        assert!(!says(&[("ratelimit-policy", "a;q=1;w=1")]));
+        assert!(!says(&[]));
     }
 
     const NAMES: [&str; 9] = [
@@ -559,7 +591,7 @@ mod tests {
             let now = UNIX_EPOCH.checked_add(Duration::from_secs(now_secs)).unwrap_or(UNIX_EPOCH);
             let _ = server_delay(&map, now);
             let _ = quota_exhausted(&map, &|| now);
-            let _ = has_rate_limit_headers(&map);
+            let _ = says_throttled(&map);
         }
 
         #[test]
