@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use http::{Request, Uri};
 use stagger::{Backoff, Jitter, RetryAfterMode, RetryLayer, RetryPolicy};
+use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
@@ -14,7 +15,7 @@ use crate::report::{
     Figures, Finish, draw_chart_or_complain, judge_spread, print_header, print_row,
 };
 use crate::server::{OUTAGE, RETRY_AFTER_SECONDS, Server, ServerConfig};
-use crate::sim::{Network, SimulatedServer};
+use crate::sim::{Network, SimulatedServer, run_in_parallel};
 
 /// Runs the classic herd and the `Retry-After` herd, prints their tables and draws their charts into
 /// `args.out`. Returns how many rows were simulated.
@@ -58,7 +59,10 @@ pub(crate) fn run(args: &Args) -> usize {
     let mut herd = Vec::new();
     let mut retry_after = Vec::new();
     print_header();
-    run_in_parallel(&jobs, args.threads, |index, figures| {
+    let simulate = |runtime: &Runtime, &(row, scenario): &(&Row, &Scenario)| {
+        runtime.block_on(simulate(row, scenario))
+    };
+    run_in_parallel(&jobs, args.threads, simulate, |index, figures| {
         let (row, _) = jobs[index];
         print_row(row.name, &figures);
         if index < herd_rows.len() {
@@ -91,54 +95,6 @@ pub(crate) fn run(args: &Args) -> usize {
     );
     judge_spread(&retry_after[0].1, &retry_after[1].1);
     jobs.len()
-}
-
-/// Runs each `(row, scenario)` in virtual time on `threads` threads, each with its own paused
-/// current-thread runtime, longest first as listed, and hands the figures to `done` in the order of
-/// `jobs`, each as soon as it and every job before it are finished.
-///
-/// Rows are independent simulations, each seeded by its scenario and its clients alone, so the figures
-/// do not depend on the thread that ran them; the no-delay row is most of the work.
-fn run_in_parallel(
-    jobs: &[(&Row, &Scenario)],
-    threads: usize,
-    mut done: impl FnMut(usize, Figures),
-) {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(jobs.len()) {
-            let sender = sender.clone();
-            let next = &next;
-            scope.spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .expect("a current-thread runtime");
-                loop {
-                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(row, scenario)) = jobs.get(index) else {
-                        return;
-                    };
-                    let figures = runtime.block_on(simulate(row, scenario));
-                    if sender.send((index, figures)).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(sender);
-        let mut finished: Vec<Option<Figures>> = jobs.iter().map(|_| None).collect();
-        let mut printed = 0;
-        for (index, figures) in receiver {
-            finished[index] = Some(figures);
-            while let Some(figures) = finished.get_mut(printed).and_then(Option::take) {
-                done(printed, figures);
-                printed += 1;
-            }
-        }
-    });
 }
 
 /// One herd: who the clients are and what the server does.

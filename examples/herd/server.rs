@@ -5,6 +5,8 @@ use std::time::Duration;
 use http::header::RETRY_AFTER;
 use http::{HeaderValue, Response, StatusCode};
 
+use crate::sim::Model;
+
 /// How long the server answers `503` to everything.
 pub(crate) const OUTAGE: Duration = Duration::from_millis(500);
 /// The width of the buckets in which attempts are counted.
@@ -92,5 +94,17 @@ impl Answer {
             }
         }
         response
+    }
+}
+
+impl Model for Server {
+    type Answer = Answer;
+
+    fn answer(&mut self, now: Duration) -> Answer {
+        Server::answer(self, now)
+    }
+
+    fn respond(answer: Answer) -> Response<()> {
+        answer.to_response()
     }
 }

@@ -1,4 +1,5 @@
-//! The network between the clients and the server, simulated in virtual time.
+//! The network between the clients and a server model, simulated in virtual time, and the threads
+//! the rows run on.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -12,10 +13,21 @@ use std::time::Duration;
 use http::{Request, Response};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tower::Service;
 
-use crate::server::{Answer, Server};
+/// A server's logic, without I/O: what it answers a request that reaches it `now` after the start.
+pub(crate) trait Model {
+    /// What the server decided, carried back over the network.
+    type Answer;
+
+    /// Answers a request arriving `now` after the start.
+    fn answer(&mut self, now: Duration) -> Self::Answer;
+
+    /// The response the client receives for `answer`.
+    fn respond(answer: Self::Answer) -> Response<()>;
+}
 
 /// The server behind a simulated network: a hop of |Normal(1 ms, sd 0.2 ms)| each way.
 ///
@@ -26,18 +38,26 @@ use crate::server::{Answer, Server};
 ///
 /// One per client ([`SimulatedServer::connect`]); one current-thread runtime runs them all, so
 /// `Rc<RefCell<_>>`.
-#[derive(Clone)]
-pub(crate) struct SimulatedServer {
-    network: Rc<RefCell<Network>>,
+pub(crate) struct SimulatedServer<M: Model> {
+    network: Rc<RefCell<Network<M>>>,
     /// The client's exchange with the server, used again by each of its attempts: a client has one
     /// request in flight at a time, and an allocation per attempt showed in the profile. Clones (the
     /// layer keeps one per call) share it.
-    exchange: Rc<Exchange>,
+    exchange: Rc<Exchange<M::Answer>>,
 }
 
-impl SimulatedServer {
+impl<M: Model> Clone for SimulatedServer<M> {
+    fn clone(&self) -> Self {
+        Self {
+            network: Rc::clone(&self.network),
+            exchange: Rc::clone(&self.exchange),
+        }
+    }
+}
+
+impl<M: Model> SimulatedServer<M> {
     /// A client's own connection to the server on `network`.
-    pub(crate) fn connect(network: &Rc<RefCell<Network>>) -> Self {
+    pub(crate) fn connect(network: &Rc<RefCell<Network<M>>>) -> Self {
         Self {
             network: Rc::clone(network),
             exchange: Rc::default(),
@@ -45,40 +65,49 @@ impl SimulatedServer {
     }
 }
 
-pub(crate) struct Network {
-    pub(crate) server: Server,
+pub(crate) struct Network<M: Model> {
+    pub(crate) server: M,
     start: Instant,
     rng: SmallRng,
     /// Requests sent since the delivering task last ran. They leave when it next runs, which is the
     /// instant they were sent: virtual time stands still while a task can run.
-    outbox: Vec<Rc<Exchange>>,
+    outbox: Vec<Rc<Exchange<M::Answer>>>,
     /// Messages in flight by the millisecond they arrive: `calendar[k]` at `first + k` after `start`.
-    calendar: VecDeque<Vec<Message>>,
+    calendar: VecDeque<Vec<Message<M::Answer>>>,
     first: u64,
     /// Emptied vectors, kept for their capacity.
-    spare: Vec<Vec<Message>>,
+    spare: Vec<Vec<Message<M::Answer>>>,
     /// The delivering task, while it waits.
     waker: Option<Waker>,
 }
 
-enum Message {
+enum Message<A> {
     /// A request reaches the server.
-    Request(Rc<Exchange>),
+    Request(Rc<Exchange<A>>),
     /// The server's answer reaches the client.
-    Response(Rc<Exchange>, Answer),
+    Response(Rc<Exchange<A>>, A),
 }
 
 /// One request–response exchange at a time, shared by the client's future and the network.
-#[derive(Default)]
-struct Exchange {
+struct Exchange<A> {
     /// A request was sent and its answer not yet taken.
     busy: Cell<bool>,
-    answer: Cell<Option<Answer>>,
+    answer: Cell<Option<A>>,
     waker: Cell<Option<Waker>>,
 }
 
-impl Network {
-    pub(crate) fn new(server: Server, start: Instant, seed: u64) -> Self {
+impl<A> Default for Exchange<A> {
+    fn default() -> Self {
+        Self {
+            busy: Cell::new(false),
+            answer: Cell::new(None),
+            waker: Cell::new(None),
+        }
+    }
+}
+
+impl<M: Model> Network<M> {
+    pub(crate) fn new(server: M, start: Instant, seed: u64) -> Self {
         Self {
             server,
             start,
@@ -112,7 +141,7 @@ impl Network {
     }
 
     /// A client sends a request.
-    fn send(&mut self, exchange: Rc<Exchange>) {
+    fn send(&mut self, exchange: Rc<Exchange<M::Answer>>) {
         self.outbox.push(exchange);
         if let Some(waker) = self.waker.take() {
             waker.wake();
@@ -122,7 +151,7 @@ impl Network {
     /// Puts `message` on the wire in millisecond `now` (counted from `start`, like the calendar). It
     /// arrives in the millisecond its hop ends in, rounded up as a tokio timer would fire, and never in
     /// the one it leaves in.
-    fn transmit(&mut self, now: u64, message: Message) {
+    fn transmit(&mut self, now: u64, message: Message<M::Answer>) {
         if self.calendar.is_empty() {
             self.first = now;
         }
@@ -198,16 +227,16 @@ impl Network {
     }
 }
 
-impl Service<Request<()>> for SimulatedServer {
+impl<M: Model> Service<Request<()>> for SimulatedServer<M> {
     type Response = Response<()>;
     type Error = Infallible;
-    type Future = Reply;
+    type Future = Reply<M>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _request: Request<()>) -> Reply {
+    fn call(&mut self, _request: Request<()>) -> Reply<M> {
         let exchange = Rc::clone(&self.exchange);
         assert!(
             !exchange.busy.replace(true),
@@ -219,18 +248,18 @@ impl Service<Request<()>> for SimulatedServer {
 }
 
 /// The response future of [`SimulatedServer`]: ready when the answer has come back over the network.
-pub(crate) struct Reply {
-    exchange: Rc<Exchange>,
+pub(crate) struct Reply<M: Model> {
+    exchange: Rc<Exchange<M::Answer>>,
 }
 
-impl Future for Reply {
+impl<M: Model> Future for Reply<M> {
     type Output = Result<Response<()>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.exchange.answer.take() {
             Some(answer) => {
                 self.exchange.busy.set(false);
-                Poll::Ready(Ok(answer.to_response()))
+                Poll::Ready(Ok(M::respond(answer)))
             }
             None => {
                 self.exchange.waker.set(Some(cx.waker().clone()));
@@ -238,4 +267,54 @@ impl Future for Reply {
             }
         }
     }
+}
+
+/// Runs each job in virtual time on `threads` threads, each with its own paused current-thread
+/// runtime handed to `run`, longest first as listed, and hands the results to `done` in the order of
+/// `jobs`, each as soon as it and every job before it are finished.
+///
+/// Rows are independent simulations, each seeded by its scenario and its clients alone, so the figures
+/// do not depend on the thread that ran them; the no-delay row is most of the work.
+pub(crate) fn run_in_parallel<J: Sync, F: Send>(
+    jobs: &[J],
+    threads: usize,
+    run: impl Fn(&Runtime, &J) -> F + Sync,
+    mut done: impl FnMut(usize, F),
+) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(jobs.len()) {
+            let sender = sender.clone();
+            let next = &next;
+            let run = &run;
+            scope.spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .expect("a current-thread runtime");
+                loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = jobs.get(index) else {
+                        return;
+                    };
+                    let figures = run(&runtime, job);
+                    if sender.send((index, figures)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut finished: Vec<Option<F>> = jobs.iter().map(|_| None).collect();
+        let mut printed = 0;
+        for (index, figures) in receiver {
+            finished[index] = Some(figures);
+            while let Some(figures) = finished.get_mut(printed).and_then(Option::take) {
+                done(printed, figures);
+                printed += 1;
+            }
+        }
+    });
 }
