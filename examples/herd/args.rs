@@ -2,16 +2,43 @@
 
 use std::path::{Path, PathBuf};
 
-pub(crate) const USAGE: &str = "usage: herd [--clients N] [--seed N] [--out DIR] [--threads N] [--real]
+pub(crate) const USAGE: &str =
+    "usage: herd [--clients N] [--seed N] [--out DIR] [--threads N] [--scenario NAME]
+            [--peer-rng] [--real]
 
-  --clients N   clients in the herd (default 1000; 200 with --real)
-  --seed N      seed of the network and of every client's jitter (default 1)
-  --out DIR     where to write the charts, herd.svg and herd-retry-after.svg, creating DIR if need
-                be (default target/herd, under CARGO_TARGET_DIR if set; --out docs for the README's);
-                not with --real, which draws none
-  --threads N   rows simulated at once in virtual time, each on its own thread (default: the
-                machine's cores); the figures are the same for any N
-  --real        a smaller herd over loopback sockets (axum and reqwest), in real time";
+  --clients N        clients in the herd, and callers of the rate-limit scenario, whose quota is
+                     0.8 N requests/s (default 1000; 200 with --real)
+  --seed N           seed of the network and of every client's jitter (default 1)
+  --out DIR          where to write the charts, herd.svg, herd-retry-after.svg and
+                     herd-ratelimit.svg, creating DIR if need be (default target/herd, under
+                     CARGO_TARGET_DIR if set; --out docs for the README's); not with --real, which
+                     draws none
+  --threads N        rows simulated at once in virtual time, each on its own thread (default: the
+                     machine's cores); the figures are the same for any N
+  --scenario NAME    outage (the herd after an outage, and the Retry-After herd), ratelimit (new
+                     requests against a rate-limited server), or all (default)
+  --peer-rng         in the rate-limit scenario, reqwest-retry's jitter from the crate's own
+                     rand::rng(), as in production: that row then differs from run to run
+  --real             a smaller herd over loopback sockets (axum and reqwest), in real time; the
+                     outage scenario only";
+
+/// Which scenarios to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scenarios {
+    All,
+    Outage,
+    RateLimit,
+}
+
+impl Scenarios {
+    pub(crate) fn outage(self) -> bool {
+        self != Self::RateLimit
+    }
+
+    pub(crate) fn rate_limit(self) -> bool {
+        self != Self::Outage
+    }
+}
 
 pub(crate) struct Args {
     pub(crate) clients: usize,
@@ -21,6 +48,9 @@ pub(crate) struct Args {
     pub(crate) real: bool,
     /// Rows simulated at once, each on its own thread.
     pub(crate) threads: usize,
+    pub(crate) scenarios: Scenarios,
+    /// reqwest-retry's jitter from its own generator.
+    pub(crate) peer_rng: bool,
 }
 
 impl Args {
@@ -30,6 +60,8 @@ impl Args {
         let mut out = None;
         let mut real = false;
         let mut threads = None;
+        let mut scenarios = Scenarios::All;
+        let mut peer_rng = false;
         let mut argv = std::env::args().skip(1);
         while let Some(flag) = argv.next() {
             let mut value = |name: &str| argv.next().ok_or(format!("{name} needs a value"));
@@ -54,6 +86,19 @@ impl Args {
                     }
                     out = Some(PathBuf::from(dir));
                 }
+                "--scenario" => {
+                    scenarios = match value("--scenario")?.as_str() {
+                        "all" => Scenarios::All,
+                        "outage" => Scenarios::Outage,
+                        "ratelimit" => Scenarios::RateLimit,
+                        other => {
+                            return Err(format!(
+                                "--scenario {other}: one of outage, ratelimit, all"
+                            ));
+                        }
+                    };
+                }
+                "--peer-rng" => peer_rng = true,
                 "--real" => real = true,
                 "-h" | "--help" => {
                     println!("{USAGE}");
@@ -65,6 +110,9 @@ impl Args {
         if real && out.is_some() {
             return Err("--out: --real draws no charts".into());
         }
+        if real && scenarios == Scenarios::RateLimit {
+            return Err("--scenario ratelimit: --real runs the outage scenario only".into());
+        }
         Ok(Self {
             clients: clients.unwrap_or(if real { 200 } else { 1000 }),
             seed,
@@ -73,6 +121,8 @@ impl Args {
             threads: threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
             }),
+            scenarios,
+            peer_rng,
         })
     }
 }

@@ -24,15 +24,25 @@
 //! written to `target/herd/` (under `CARGO_TARGET_DIR` if it is set) or to the directory given with
 //! `--out`, which is created if need be. The README's charts are made with `--out docs`.
 //!
+//! A third scenario has no outage but a quota (`ratelimit.rs`): a server that admits 800 requests/s and
+//! refuses the rest with `429`, `Retry-After` and `RateLimit`, and 1000 callers in one process that
+//! keep sending 1000 new requests/s through one policy. Its rows are stagger's defaults, the same with
+//! `host_cooldown(true)`, reqwest-retry's defaults driven by its own crate, and no retries; its table
+//! gives the `429`s the server sent, the `200`s per second, latency and failures, and its chart,
+//! `herd-ratelimit.svg`, the `429`s and `200`s per 100 ms. `--scenario outage` or `--scenario
+//! ratelimit` runs one of the two; both run by default.
+//!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
 //! cargo run --release --all-features --example herd -- --out docs     # the README's charts
 //! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --out /tmp/herd
+//! cargo run --release --all-features --example herd -- --scenario ratelimit
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
 mod args;
 mod outage;
+mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
 mod real;
 mod report;
@@ -61,11 +71,21 @@ fn main() {
         std::process::exit(2);
     }
     let wall = std::time::Instant::now();
-    let rows = outage::run(&args);
+    // The herds' peak memory is read before the rate-limit scenario adds to it.
+    let herds = args
+        .scenarios
+        .outage()
+        .then(|| (outage::run(&args), peak_rss()));
+    if args.scenarios.rate_limit() {
+        if herds.is_some() {
+            println!();
+        }
+        ratelimit::run(&args);
+    }
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
-    if let Some(peak) = peak_rss() {
+    if let Some((rows, Some(peak))) = herds {
         // Each thread has a row's clients waiting at once; peak memory is counted against all of them.
         let threads = args.threads.min(rows);
         println!(
@@ -73,6 +93,14 @@ fn main() {
             peak as f64 / 1024.0,
             peak as f64 / (threads * args.clients) as f64,
             args.clients,
+        );
+    }
+    if args.scenarios.rate_limit()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the rate-limit scenario",
+            peak as f64 / 1024.0
         );
     }
 }

@@ -15,7 +15,7 @@ use crate::report::{
     Figures, Finish, draw_chart_or_complain, judge_spread, print_header, print_row,
 };
 use crate::server::{OUTAGE, RETRY_AFTER_SECONDS, Server, ServerConfig};
-use crate::sim::{Network, SimulatedServer, run_in_parallel};
+use crate::sim::{Network, SimulatedServer, mix, run_in_parallel};
 
 /// Runs the classic herd and the `Retry-After` herd, prints their tables and draws their charts into
 /// `args.out`. Returns how many rows were simulated.
@@ -238,12 +238,4 @@ async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
 /// differ only in how their clients retry.
 pub(crate) fn client_seed(seed: u64, client: usize) -> u64 {
     mix(mix(seed) ^ client as u64)
-}
-
-/// SplitMix64's finaliser: turns related seeds (1, 2, 3, …) into unrelated ones.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
