@@ -61,7 +61,7 @@ pub enum RetryAfterMode {
     /// Clients that received the same header at the same moment would otherwise come back in the same
     /// millisecond. Spreading over at least `F` makes the arrival rate after the floor at most `1/F` of
     /// the herd per second. A window of `F/2` was measured first and fell short: at 10 000 clients
-    /// (`examples/herd.rs`) the retries of those refused in the first wave piled up at its end, to 0.11×
+    /// (`examples/herd/`) the retries of those refused in the first wave piled up at its end, to 0.11×
     /// the strict floor's peak; with `F` the peak is 0.06×, at the same p99.
     #[default]
     Spread,

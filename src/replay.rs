@@ -401,7 +401,7 @@ where
 ///
 /// Retries send copies of the held copy, which stays in place: a future waiting in a busy runtime is
 /// cold in the cache, and moving a request out of it and a new copy back in cost more than the copy
-/// itself (`examples/herd.rs`, 10 000 clients). The last attempt a request can have sends the held copy
+/// itself (`examples/herd/`, 10 000 clients). The last attempt a request can have sends the held copy
 /// itself, so that no copy is made that no retry could use.
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) enum Held<Req, K> {

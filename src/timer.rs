@@ -51,7 +51,7 @@ pub(crate) fn after(delay: Duration) -> Instant {
 /// (channels, sockets) do, and the task yields to the runtime when the budget runs out, so that an
 /// operation that fails at once cannot keep the thread to itself. (A yield before every zero-delay
 /// retry was measured first: it polls the task twice per attempt, and made the no-delay row of
-/// `examples/herd.rs` a quarter slower.) Outside a tokio runtime there is no budget, and a zero delay
+/// `examples/herd/` a quarter slower.) Outside a tokio runtime there is no budget, and a zero delay
 /// does not wait at all.
 pub(crate) fn poll_zero_delay(cx: &mut Context<'_>) -> Poll<()> {
     ready!(coop::poll_proceed(cx)).made_progress();

@@ -1,0 +1,116 @@
+//! The thundering herd: a thousand clients fail together, and how each backoff brings them back.
+//!
+//! A server is down for its first 500 ms and answers `503` to everything. Afterwards a token bucket
+//! admits 2000 requests/s with a burst of 20 (20 per 10 ms), and answers `503` at once to anything over
+//! that. 1000 clients send one request each at t = 0 and retry until they get a `200`, each through its
+//! own [`RetryLayer`](stagger::RetryLayer) with its own policy (its own seed, its own budget), as
+//! separate processes would: from 10 ms, capped at 1 s, unlimited retries. One row per backoff; the
+//! last one keeps the default retry budget.
+//!
+//! Everything runs through the real layer on tokio's paused clock: ten simulated seconds take
+//! milliseconds, and a run is the same for the same `--seed`. The network between clients and server
+//! is simulated: a hop of |Normal(1 ms, sd 0.2 ms)| each way, which tokio's millisecond timer makes
+//! 1 or 2 ms. Rows are independent simulations and run side by side, one per core (`--threads`).
+//!
+//! A second herd gets `Retry-After: 1` during the outage:
+//! [`RetryAfterMode::Strict`](stagger::RetryAfterMode::Strict) brings every client back in the same
+//! millisecond, the default [`RetryAfterMode::Spread`](stagger::RetryAfterMode::Spread) spreads them
+//! over the second after it.
+//!
+//! The table gives, per row: attempts the server saw, the most in any 10 ms once it is back up (its
+//! capacity is 20), when the clients got their final response (median, 99th percentile, last), the most
+//! attempts one client made (from [`RetryInfo`](stagger::RetryInfo)) and how many clients gave up. The
+//! charts show attempts per 10 ms over time, one per herd: `herd.svg` and `herd-retry-after.svg`,
+//! written to `target/herd/` (under `CARGO_TARGET_DIR` if it is set) or to the directory given with
+//! `--out`, which is created if need be. The README's charts are made with `--out docs`.
+//!
+//! A third scenario has no outage but a quota (`ratelimit.rs`): a server that admits 800 requests/s and
+//! refuses the rest with `429`, `Retry-After` and `RateLimit`, and 1000 callers in one process that
+//! keep sending 1000 new requests/s through one policy. Its rows are stagger's defaults, the same with
+//! `host_cooldown(true)`, reqwest-retry's defaults driven by its own crate, and no retries; its table
+//! gives the `429`s the server sent, the `200`s per second, latency and failures, and its chart,
+//! `herd-ratelimit.svg`, the `429`s and `200`s per 100 ms. `--scenario outage` or `--scenario
+//! ratelimit` runs one of the two; both run by default.
+//!
+//! ```text
+//! cargo run --release --all-features --example herd                   # charts in target/herd/
+//! cargo run --release --all-features --example herd -- --out docs     # the README's charts
+//! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --out /tmp/herd
+//! cargo run --release --all-features --example herd -- --scenario ratelimit
+//! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
+//! ```
+
+mod args;
+mod outage;
+mod ratelimit;
+#[cfg(feature = "reqwest-middleware")]
+mod real;
+mod report;
+mod server;
+mod sim;
+
+use args::{Args, USAGE};
+use report::peak_rss;
+
+fn main() {
+    let args = match Args::parse() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if args.real {
+        real::run(&args);
+        return;
+    }
+    // Before the run, not after it: a directory that cannot be made is an error in a second, not a
+    // lost minute.
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("cannot create {}: {e}", args.out.display());
+        std::process::exit(2);
+    }
+    let wall = std::time::Instant::now();
+    // The herds' peak memory is read before the rate-limit scenario adds to it.
+    let herds = args
+        .scenarios
+        .outage()
+        .then(|| (outage::run(&args), peak_rss()));
+    if args.scenarios.rate_limit() {
+        if herds.is_some() {
+            println!();
+        }
+        ratelimit::run(&args);
+    }
+
+    let wall = wall.elapsed();
+    println!("\nwall time {wall:.2?}");
+    if let Some((rows, Some(peak))) = herds {
+        // Each thread has a row's clients waiting at once; peak memory is counted against all of them.
+        let threads = args.threads.min(rows);
+        println!(
+            "peak RSS {:.1} MiB, {:.2} KiB per waiting client ({threads} × {} clients at once)",
+            peak as f64 / 1024.0,
+            peak as f64 / (threads * args.clients) as f64,
+            args.clients,
+        );
+    }
+    if args.scenarios.rate_limit()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the rate-limit scenario",
+            peak as f64 / 1024.0
+        );
+    }
+}
+
+#[cfg(not(feature = "reqwest-middleware"))]
+mod real {
+    pub(super) fn run(_args: &super::Args) {
+        eprintln!(
+            "--real needs the `reqwest-middleware` feature: add --features reqwest-middleware"
+        );
+        std::process::exit(2);
+    }
+}

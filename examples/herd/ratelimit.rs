@@ -1,0 +1,276 @@
+//! The rate-limited server: one process keeps sending new requests while the server says to wait.
+//!
+//! A server admits a quota of 800 requests/s (a token bucket a second deep, full at the start) and
+//! answers anything over it at once with `429`, `Retry-After: 1` and `RateLimit: "default";r=0;t=1`;
+//! a `200` says what is left, `RateLimit: "default";r=<tokens>;t=<seconds until full>` (see
+//! [`limiter`]), so that with `host_cooldown` the `200` that takes the last token starts a pause too.
+//! 1000 callers in one client process each send a new request every second, from a phase of their
+//! own, for 20 s: 1000 requests/s, 25 % over the quota, whatever the answers. Every caller goes
+//! through one policy (clones of one `RetryLayer`), so what one `429` teaches is the process's to use:
+//! the stampede that matters after it is the new requests the process keeps sending, which
+//! `host_cooldown` holds. One row per client, on the same arrivals and the same network:
+//!
+//! - stagger's defaults (`RetryPolicy::default()`, seeded), then the same with `host_cooldown(true)`;
+//! - reqwest-retry 0.9 with its documented policy and its `DefaultRetryableStrategy`, driven by its
+//!   own crate (see [`peer`]);
+//! - no retries, the baseline.
+//!
+//! `--clients N` scales the callers and keeps the ratio: the quota is 0.8 N requests/s.
+
+mod chart;
+mod figures;
+mod limiter;
+mod peer;
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use http::{Request, Uri};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use stagger::{RetryInfo, RetryLayer, RetryPolicy};
+use tokio::runtime::Runtime;
+use tokio::time::Instant;
+use tower::{Layer, ServiceExt};
+
+use crate::args::Args;
+use crate::sim::{Network, SimulatedServer, mix, run_in_parallel};
+use figures::{Call, Figures, Outcome, print_header, print_notes, print_row};
+use limiter::Limiter;
+use peer::ReqwestRetry;
+
+/// How long the callers send new requests.
+const SEND_FOR: Duration = Duration::from_secs(20);
+/// How often each caller sends a new request.
+const PERIOD: Duration = Duration::from_secs(1);
+/// The quota per caller: the callers offer 1 / 0.8 = 1.25 times the quota.
+const QUOTA_PER_CALLER: f64 = 0.8;
+/// The width of the slots in which the server's answers are counted and charted.
+const SLOT: Duration = Duration::from_millis(100);
+/// Where every request goes: the cooldown is kept per host.
+const URI: &str = "http://api.example/";
+
+/// The streams of randomness a run draws from its seed, besides the network's.
+const ARRIVALS: u64 = 1;
+const POLICY: u64 = 2;
+const PEER_JITTER: u64 = 3;
+
+/// Who calls the server, and what it admits.
+struct Scenario {
+    callers: usize,
+    /// Requests per second the server admits, and the depth of its bucket.
+    quota: f64,
+    seed: u64,
+    /// Whether reqwest-retry's jitter comes from the crate's own generator (`--peer-rng`).
+    peer_rng: bool,
+}
+
+/// How one row's calls are retried: one line of the table.
+struct Row {
+    name: &'static str,
+    client: Client,
+}
+
+enum Client {
+    /// Through stagger's `RetryLayer`: the policy built from the seed, shared by every caller.
+    Stagger(fn(u64) -> RetryPolicy),
+    /// Through reqwest-retry's policy and strategy.
+    ReqwestRetry,
+}
+
+fn rows() -> [Row; 4] {
+    let stagger = |name, policy| Row {
+        name,
+        client: Client::Stagger(policy),
+    };
+    [
+        stagger("stagger defaults", |seed| {
+            RetryPolicy::builder().seed(seed).build().expect("a policy")
+        }),
+        stagger("stagger, host_cooldown(true)", |seed| {
+            let builder = RetryPolicy::builder().host_cooldown(true);
+            builder.seed(seed).build().expect("a policy")
+        }),
+        Row {
+            name: "reqwest-retry 0.9 defaults",
+            client: Client::ReqwestRetry,
+        },
+        stagger("no retries", |seed| {
+            let builder = RetryPolicy::builder().max_retries(0);
+            builder.seed(seed).build().expect("a policy")
+        }),
+    ]
+}
+
+/// Runs every row, prints the table and draws `herd-ratelimit.svg` into `args.out`.
+pub(crate) fn run(args: &Args) {
+    let scenario = Scenario {
+        callers: args.clients,
+        quota: (args.clients as f64 * QUOTA_PER_CALLER).max(1.0),
+        seed: args.seed,
+        peer_rng: args.peer_rng,
+    };
+    let offered = scenario.callers as f64 / PERIOD.as_secs_f64();
+    println!(
+        "Rate limit: {} callers in one process, each sending a new request every {} s for {} s \
+         ({offered:.0} requests/s), against a quota of {:.0} requests/s (a token bucket {:.0} deep, \
+         full at t = 0); seed {}.",
+        scenario.callers,
+        PERIOD.as_secs(),
+        SEND_FOR.as_secs(),
+        scenario.quota,
+        scenario.quota,
+        scenario.seed,
+    );
+    println!(
+        "Over the quota the server answers 429 at once, with Retry-After and RateLimit. Every caller \
+         goes through one policy. Virtual time; rows run {} at a time.\n",
+        args.threads,
+    );
+    if scenario.peer_rng {
+        println!("reqwest-retry's jitter: the crate's own rand::rng(), different in every run.\n");
+    }
+    let rows = rows();
+    let mut done = Vec::new();
+    print_header();
+    let simulate = |runtime: &Runtime, row: &Row| runtime.block_on(simulate(row, &scenario));
+    run_in_parallel(&rows, args.threads, simulate, |index, figures| {
+        print_row(rows[index].name, &figures, scenario.quota);
+        done.push((rows[index].name, figures));
+    });
+    print_notes(&done);
+    chart::draw_or_complain(
+        &args.out.join("herd-ratelimit.svg"),
+        &format!(
+            "{} callers in one process, {offered:.0} new requests/s against a quota of {:.0}/s",
+            scenario.callers, scenario.quota
+        ),
+        &done,
+        scenario.quota * SLOT.as_secs_f64(),
+    );
+}
+
+/// A seed of its own for `stream` of a run seeded with `seed`.
+fn stream(seed: u64, stream: u64) -> u64 {
+    mix(mix(seed) ^ stream)
+}
+
+/// When each call is made, sorted: every caller sends every `PERIOD` for `SEND_FOR`, from a phase of
+/// its own, in whole milliseconds.
+fn arrivals(scenario: &Scenario) -> Vec<Duration> {
+    let mut rng = SmallRng::seed_from_u64(stream(scenario.seed, ARRIVALS));
+    let period = PERIOD.as_millis() as u64;
+    let sends = SEND_FOR.as_millis() as u64 / period;
+    let mut arrivals: Vec<Duration> = (0..scenario.callers)
+        .flat_map(|_| {
+            let phase = rng.random_range(0..period);
+            (0..sends).map(move |k| Duration::from_millis(phase + k * period))
+        })
+        .collect();
+    arrivals.sort_unstable();
+    arrivals
+}
+
+/// Runs one row's calls against a fresh server, in virtual time.
+async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
+    let start = Instant::now();
+    let limiter = Limiter::new(scenario.quota, scenario.quota);
+    // The same network and the same arrivals for every row: the rows differ only in how they retry.
+    let network = Rc::new(RefCell::new(Network::new(limiter, start, scenario.seed)));
+    let arrivals = arrivals(scenario);
+    let calls = Rc::new(RefCell::new(Vec::with_capacity(arrivals.len())));
+    let caller = Caller::new(row, scenario);
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let net = tokio::task::spawn_local(Network::run(Rc::clone(&network)));
+            let mut tasks = Vec::with_capacity(1024);
+            for at in arrivals {
+                if start + at > Instant::now() {
+                    tokio::time::sleep_until(start + at).await;
+                }
+                let server = SimulatedServer::connect(&network);
+                let calls = Rc::clone(&calls);
+                let call = caller.call(server);
+                tasks.push(tokio::task::spawn_local(async move {
+                    let outcome = call.await;
+                    calls.borrow_mut().push(Call {
+                        took: start.elapsed() - at,
+                        ended: start.elapsed(),
+                        outcome,
+                    });
+                }));
+                // A handle keeps its finished task's memory: let those go as the run goes.
+                if tasks.len() == tasks.capacity() {
+                    tasks.retain(|task| !task.is_finished());
+                }
+            }
+            for task in tasks {
+                task.await.expect("a caller");
+            }
+            net.abort();
+        })
+        .await;
+    let calls = std::mem::take(&mut *calls.borrow_mut());
+    let mut network = network.borrow_mut();
+    let served = std::mem::take(&mut network.server.served);
+    let refused = std::mem::take(&mut network.server.refused);
+    let figures = Figures::new(served, refused, &calls);
+    let reported: u64 = calls.iter().map(|c| u64::from(c.outcome.attempts)).sum();
+    assert_eq!(
+        reported,
+        figures.attempts(),
+        "every attempt is accounted for"
+    );
+    figures
+}
+
+/// One row's client: the stagger layer every caller shares, or reqwest-retry's policy.
+enum Caller {
+    Stagger(RetryLayer),
+    ReqwestRetry(Rc<ReqwestRetry>),
+}
+
+impl Caller {
+    fn new(row: &Row, scenario: &Scenario) -> Self {
+        match row.client {
+            Client::Stagger(policy) => {
+                Self::Stagger(RetryLayer::new(policy(stream(scenario.seed, POLICY))))
+            }
+            Client::ReqwestRetry => {
+                let seed = stream(scenario.seed, PEER_JITTER);
+                let peer = ReqwestRetry::new((!scenario.peer_rng).then_some(seed));
+                Self::ReqwestRetry(Rc::new(peer))
+            }
+        }
+    }
+
+    /// One call to `server`, and how it ended.
+    fn call(&self, server: SimulatedServer<Limiter>) -> Pin<Box<dyn Future<Output = Outcome>>> {
+        let uri = Uri::from_static(URI);
+        match self {
+            Self::Stagger(layer) => {
+                let service = layer.layer(server);
+                let mut request = Request::new(());
+                *request.uri_mut() = uri;
+                Box::pin(async move {
+                    match service.oneshot(request).await {
+                        Ok(response) => {
+                            let info = response.extensions().get::<RetryInfo>();
+                            let info = *info.expect("the layer's RetryInfo");
+                            Outcome::stagger(Some(response.status()), info)
+                        }
+                        Err(error) => Outcome::stagger(None, error.info()),
+                    }
+                })
+            }
+            Self::ReqwestRetry(peer) => {
+                let peer = Rc::clone(peer);
+                Box::pin(async move { Outcome::reqwest_retry(&peer.call(server, &uri).await) })
+            }
+        }
+    }
+}
