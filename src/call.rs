@@ -94,6 +94,37 @@ impl<Res> Call<Res> {
         }
     }
 
+    /// When a pause before an attempt has ended: `Ok(true)` to wait again, for a pause the host asked
+    /// for meanwhile (with [`poll_pause`](Self::poll_pause)), `Ok(false)` to go on, or `Err(final)` when
+    /// that pause outlasts the policy's limits: before the first attempt a [`Rejected`] error, before a
+    /// retry the last response received, or the [`Rejected`] error if there is none.
+    ///
+    /// [`Rejected`]: crate::Rejected
+    #[inline]
+    pub(crate) fn recheck_pause<E>(
+        &mut self,
+        view: Option<&RequestView<'_>>,
+        record: impl FnOnce(&mut Res, RetryInfo),
+    ) -> Result<bool, Final<Res, E>> {
+        match self.retry.recheck_pause(view) {
+            Ok(None) => Ok(false),
+            Ok(Some(wait)) => {
+                self.phase = Phase::Pause(wait.is_zero());
+                if !wait.is_zero() {
+                    self.timer.set(after(wait));
+                }
+                Ok(true)
+            }
+            Err(rejected) => Err(match self.last.take() {
+                Some(mut response) => {
+                    record(&mut response, self.retry.info());
+                    Ok(*response)
+                }
+                None => Err(Error::from_rejected(rejected)),
+            }),
+        }
+    }
+
     /// Polls the attempt in flight. Its time limit — the earlier of `attempt_timeout` and the deadline —
     /// is set only when it first has to wait: an attempt answered at its first poll costs no timer and no
     /// clock read.

@@ -230,7 +230,16 @@ impl RetryMiddleware {
                 Err(result) => break 'call result,
             };
             if cooling {
-                poll_fn(|cx| call.poll_pause(cx)).await;
+                loop {
+                    poll_fn(|cx| call.poll_pause(cx)).await;
+                    // A pause the host asked for while this request waited holds it too.
+                    let view = Some(RequestView::from_reqwest(&request));
+                    match call.recheck_pause(view.as_ref(), record) {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(result) => break 'call result,
+                    }
+                }
                 let view = Some(RequestView::from_reqwest(&request));
                 if let Err(result) = call.begin_retry(view.as_ref(), record) {
                     break 'call result;
@@ -254,12 +263,19 @@ impl RetryMiddleware {
                     }
                     ControlFlow::Break(result) => break result,
                 };
-                poll_fn(|cx| call.poll_pause(cx)).await;
-                let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
-                    &HttpReplay,
-                    held.sent(),
-                );
-                if let Err(result) = call.begin_retry(view.as_ref(), record) {
+                let paused = loop {
+                    poll_fn(|cx| call.poll_pause(cx)).await;
+                    let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
+                        &HttpReplay,
+                        held.sent(),
+                    );
+                    match call.recheck_pause(view.as_ref(), record) {
+                        Ok(true) => continue,
+                        Ok(false) => break call.begin_retry(view.as_ref(), record),
+                        Err(result) => break Err(result),
+                    }
+                };
+                if let Err(result) = paused {
                     break result;
                 }
             }

@@ -336,6 +336,20 @@ impl RetryState {
             .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
     }
 
+    /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
+    /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
+    /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
+    #[inline]
+    pub(crate) fn recheck_pause(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+    ) -> Result<Option<Duration>, Rejected> {
+        match &self.policy.shared.cooldowns {
+            Some(cooldowns) if cooldowns.is_armed() => self.wait_for_host(request),
+            _ => Ok(None),
+        }
+    }
+
     #[cold]
     fn wait_for_host(
         &mut self,
@@ -356,12 +370,21 @@ impl RetryState {
             delays.transient.uniform(window)
         }) {
             Ok(wait) => {
-                self.cooldown = wait;
+                // Before the first attempt the wait is the cooldown; before a retry, more sleep.
+                if self.attempts == 0 {
+                    self.cooldown = self.cooldown.saturating_add(wait);
+                } else {
+                    self.slept = self.slept.saturating_add(wait);
+                }
                 log::cooling_down(request, wait);
                 Ok(Some(wait))
             }
             Err(limit) => {
-                self.stop(StopReason::Cooldown, None, request);
+                if self.attempts == 0 {
+                    self.stop(StopReason::Cooldown, None, request);
+                } else {
+                    self.abandon(StopReason::Cooldown, request);
+                }
                 let info = self.info();
                 Err(match limit {
                     cooldown::Limit::MaxRetryAfter => {

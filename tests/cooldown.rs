@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use stagger::{Backoff, RetryAfterMode, RetryPolicy, RetryPolicyBuilder, StopReason};
+use stagger::{Backoff, RetryAfterMode, RetryLayer, RetryPolicy, RetryPolicyBuilder, StopReason};
 
 mod common;
 
@@ -364,4 +364,66 @@ fn a_pause_ending_past_the_deadline_fails_the_next_request_at_once_unsent() {
             "{adapter:?}: {message}"
         );
     });
+}
+
+/// In virtual time, through the tower layer over an in-process service: a pause that a host asks for
+/// while a request is already waiting out an earlier one holds that request too.
+mod extended_while_waiting {
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+
+    use http::{Request, Response};
+    use tower::{Layer, ServiceExt, service_fn};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_request_waits_for_a_pause_asked_for_while_it_waited() {
+        let start = tokio::time::Instant::now();
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&arrivals);
+        let server = service_fn(move |request: Request<()>| {
+            let path = request.uri().path().to_owned();
+            seen.lock().unwrap().push((path.clone(), start.elapsed()));
+            async move {
+                let response = match path.as_str() {
+                    // Answered late: its 429 asks for 5 s while `/b` waits out the first pause.
+                    "/slow" => {
+                        tokio::time::sleep(ms(600)).await;
+                        Response::builder().status(429).header("retry-after", "5")
+                    }
+                    "/a" => Response::builder().status(429).header("retry-after", "1"),
+                    _ => Response::builder().status(200),
+                };
+                Ok::<_, Infallible>(response.body(()).unwrap())
+            }
+        });
+        let policy = RetryPolicy::builder()
+            .max_retries(0)
+            .host_cooldown(true)
+            .seed(7)
+            .build()
+            .unwrap();
+        let client = RetryLayer::new(policy).layer(server);
+        let get = |path: &str| {
+            Request::get(format!("http://api.test{path}"))
+                .body(())
+                .unwrap()
+        };
+
+        let slow = tokio::spawn(client.clone().oneshot(get("/slow")));
+        tokio::time::sleep(ms(10)).await;
+        let first = client.clone().oneshot(get("/a")).await.unwrap();
+        assert_eq!(first.status(), 429); // the host pauses until 1.01 s
+        tokio::time::sleep(ms(90)).await;
+        // Held until 1.01 s plus up to 1 s of spread; at 0.6 s `/slow`'s 429 moves the pause to 5.6 s.
+        let held = client.oneshot(get("/b")).await.unwrap();
+        assert_eq!(slow.await.unwrap().unwrap().status(), 429);
+
+        let arrivals = arrivals.lock().unwrap().clone();
+        let (_, at) = arrivals.iter().find(|(path, _)| path == "/b").unwrap();
+        assert!(*at >= ms(5600), "/b reached the server at {at:?}");
+        let info = *held.extensions().get::<stagger::RetryInfo>().unwrap();
+        assert!(info.cooldown() >= ms(5500), "{info:?}");
+    }
 }

@@ -145,13 +145,18 @@ where
                     let ready = match request.as_ref() {
                         Some(request) => {
                             let view = replay.view(Sent::Copy(request));
-                            ready!(poll_send(
-                                this.service,
-                                this.call,
-                                view.as_ref(),
-                                record,
-                                cx
-                            ))
+                            // A pause the host asked for while this request waited holds it too.
+                            match this.call.recheck_pause(view.as_ref(), record) {
+                                Ok(true) => continue,
+                                Ok(false) => ready!(poll_send(
+                                    this.service,
+                                    this.call,
+                                    view.as_ref(),
+                                    record,
+                                    cx
+                                )),
+                                Err(result) => Err(result),
+                            }
                         }
                         None => Ok(()),
                     };
@@ -169,13 +174,17 @@ where
                 StateProj::Waiting => {
                     ready!(this.call.poll_pause(cx));
                     let view = replay.view(this.held.sent());
-                    let ready = ready!(poll_send(
-                        this.service,
-                        this.call,
-                        view.as_ref(),
-                        record,
-                        cx
-                    ));
+                    let ready = match this.call.recheck_pause(view.as_ref(), record) {
+                        Ok(true) => continue,
+                        Ok(false) => ready!(poll_send(
+                            this.service,
+                            this.call,
+                            view.as_ref(),
+                            record,
+                            cx
+                        )),
+                        Err(result) => Err(result),
+                    };
                     let again = this.call.retry().may_retry();
                     match ready.map(|()| this.held.next(again, replay)) {
                         Ok(Some(request)) => {
