@@ -187,6 +187,10 @@ impl RetryPolicyBuilder {
     /// What it saves: after a `429`, the stampede that matters is not the retries but the new requests
     /// the same process keeps sending while the server has said to wait; each is refused and spends the
     /// server's quota or capacity again. The AWS SDKs hold new requests so in their adaptive mode.
+    /// What it costs: a client asking steadily for more than its quota waits instead of failing. In
+    /// `examples/herd/` (1 000 requests a second against a quota of 800), the server sent 91 `429`s
+    /// instead of 7 046 and no call failed instead of 2 849, at the same goodput, but the median call
+    /// took 707 ms instead of 3 ms, and the 99th percentile 12 s, as the excess queued in the client.
     ///
     /// Why it is off by default: a host is not always one quota. GitHub counts search, the core API
     /// and GraphQL separately on one host, and many APIs limit per endpoint or per key; a pause asked
