@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::RequestView;
 use crate::error::{Elapsed, Error};
-use crate::replay::Source;
+use crate::held::Source;
 use crate::state::{Limit, RetryState};
 use crate::timer::{Timer, after, poll_zero_delay};
 
@@ -100,6 +100,7 @@ impl<Res> Call<Res> {
     /// retry the last response received, or the [`Rejected`] error if there is none.
     ///
     /// [`Rejected`]: crate::Rejected
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
     pub(crate) fn recheck_pause<E>(
         &mut self,

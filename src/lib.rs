@@ -159,6 +159,7 @@ mod call;
 pub mod classify;
 mod cooldown;
 mod error;
+mod held;
 mod hosts;
 mod http;
 mod http_date;

@@ -14,7 +14,8 @@ use crate::attempt::RetryInfo;
 use crate::call::Call;
 use crate::classify::{AsError, RequestView};
 use crate::policy::RetryPolicy;
-use crate::replay::{Held, HttpReplay, Replay, step};
+use crate::held::{Held, step};
+use crate::replay::{HttpReplay, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///

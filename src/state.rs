@@ -339,6 +339,7 @@ impl RetryState {
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
     /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
     /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
     pub(crate) fn recheck_pause(
         &mut self,

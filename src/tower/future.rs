@@ -17,7 +17,8 @@ use crate::call::{Call, Final};
 use crate::classify::RequestView;
 use crate::error::Error;
 use crate::rejected::Rejected;
-use crate::replay::{Held, Replay, Sent, step};
+use crate::held::{Held, step};
+use crate::replay::{Replay, Sent};
 use crate::state::RetryState;
 
 pin_project! {

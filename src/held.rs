@@ -1,0 +1,174 @@
+//! What an adapter holds of a request while its attempts run, and the step both adapters take after
+//! each attempt: judge it, then retry with a copy of what is held, or end the call.
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::marker::PhantomData;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::ops::ControlFlow;
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::attempt::Attempt;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::call::{Attempted, Call, Final};
+use crate::classify::RequestView;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::policy::RetryPolicy;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::replay::{Replay, Sent};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::state::RetryState;
+
+/// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
+/// (retried if it is idempotent).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[inline]
+pub(crate) fn judge_attempt<Req, Res, E, R>(
+    replay: &R,
+    policy: &RetryPolicy,
+    sent: Sent<'_, Req, R::Kept>,
+    answered: &Attempted<Result<Res, E>>,
+) -> Attempt
+where
+    R: Replay<Req, Res, E>,
+{
+    match answered {
+        Attempted::Answered(result) => replay.attempt(policy, sent, result),
+        Attempted::TimedOut | Attempted::Deadline => {
+            Attempt::timed_out(replay.view(sent).is_none_or(|view| view.is_idempotent()))
+        }
+    }
+}
+
+/// What an adapter holds of the request while an attempt is in flight: a copy, from which the retries
+/// are copied again, or, once no retry can follow, only what judging the result needs.
+///
+/// Retries send copies of the held copy, which stays in place: a future waiting in a busy runtime is
+/// cold in the cache, and moving a request out of it and a new copy back in cost more than the copy
+/// itself (`examples/herd/`, 10 000 clients). The last attempt a request can have sends the held copy
+/// itself, so that no copy is made that no retry could use.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) enum Held<Req, K> {
+    /// A copy for the retries.
+    Copy(Req),
+    /// What judging needs of a request sent without a copy.
+    Kept(K),
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+impl<Req, K> Held<Req, K> {
+    /// Keeps a copy of `request` when a retry may follow it, and only what judging needs otherwise: no
+    /// copy is made for a request that can never be retried.
+    pub(crate) fn prepare<Res, E, R>(retry: &RetryState, replay: &R, request: &Req) -> Self
+    where
+        R: Replay<Req, Res, E, Kept = K>,
+    {
+        if retry.may_retry()
+            && let Some(copy) = replay.clone_request(request)
+        {
+            return Held::Copy(copy);
+        }
+        Held::Kept(replay.keep(request))
+    }
+
+    /// The request as judging sees it.
+    pub(crate) fn sent(&self) -> Sent<'_, Req, K> {
+        match self {
+            Held::Copy(copy) => Sent::Copy(copy),
+            Held::Kept(kept) => Sent::Kept(kept),
+        }
+    }
+
+    /// The request for a retry: a copy of the held one while `again` (another retry may follow it), and
+    /// the held one itself otherwise. `None` if there is nothing to send — the held request cannot be
+    /// copied, or none is held — in which case the call ends with the result in hand.
+    pub(crate) fn next<Res, E, R>(&mut self, again: bool, replay: &R) -> Option<Req>
+    where
+        R: Replay<Req, Res, E, Kept = K>,
+    {
+        let Held::Copy(held) = self else {
+            return None;
+        };
+        if again {
+            return replay.clone_request(held);
+        }
+        let kept = Held::Kept(replay.keep(held));
+        match std::mem::replace(self, kept) {
+            Held::Copy(request) => Some(request),
+            Held::Kept(_) => None,
+        }
+    }
+}
+
+/// The one step both adapters take after every attempt: judge it, and go on (after the pause that
+/// [`Call::poll_pause`] waits out) with what `next` makes of the held request — the request for the
+/// retry, or a promise to make it after the pause — or end with the call's result, its [`RetryInfo`]
+/// recorded. `next` is told whether a retry may follow the attempt it is for.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[inline]
+pub(crate) fn step<Req, Res, E, R, N>(
+    answered: Attempted<Result<Res, E>>,
+    call: &mut Call<Res>,
+    replay: &R,
+    held: &mut Held<Req, R::Kept>,
+    next: impl FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
+) -> ControlFlow<Final<Res, E>, N>
+where
+    R: Replay<Req, Res, E>,
+{
+    let attempt = judge_attempt(replay, call.retry().policy(), held.sent(), &answered);
+    let record = |response: &mut Res, info| replay.record(response, info);
+    if matches!(held, Held::Kept(_)) {
+        let view = replay.view(held.sent());
+        return ControlFlow::Break(call.conclude_last(attempt, answered, view.as_ref(), record));
+    }
+    let mut source = HeldSource {
+        held,
+        replay,
+        next,
+        judged: PhantomData,
+    };
+    call.conclude(attempt, answered, &mut source, record)
+}
+
+/// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
+/// the request for the retry.
+pub(crate) trait Source<N> {
+    /// The attempt's request as an HTTP request, if it is one.
+    fn view(&self) -> Option<RequestView<'_>>;
+    /// The request for the retry; `again` says whether another retry may follow it.
+    fn next(&mut self, again: bool) -> Option<N>;
+}
+
+/// `stagger::retry`'s operation: no request to log, and a retry is always possible.
+impl Source<()> for () {
+    fn view(&self) -> Option<RequestView<'_>> {
+        None
+    }
+
+    fn next(&mut self, _again: bool) -> Option<()> {
+        Some(())
+    }
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+struct HeldSource<'h, Req, K, R, F, Res, E> {
+    held: &'h mut Held<Req, K>,
+    replay: &'h R,
+    next: F,
+    judged: PhantomData<fn(Res, E)>,
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+impl<Req, Res, E, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F, Res, E>
+where
+    R: Replay<Req, Res, E>,
+    F: FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
+{
+    fn view(&self) -> Option<RequestView<'_>> {
+        self.replay.view(self.held.sent())
+    }
+
+    fn next(&mut self, again: bool) -> Option<N> {
+        (self.next)(self.held, again)
+    }
+}
