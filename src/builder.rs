@@ -35,6 +35,7 @@ pub struct RetryPolicyBuilder {
     host_cooldown: bool,
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
+    replay_buffer: usize,
     max_retries: u32,
     max_elapsed: Option<Duration>,
     attempt_timeout: Option<Duration>,
@@ -66,6 +67,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("host_cooldown", &self.host_cooldown)
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
+            .field("replay_buffer", &self.replay_buffer)
             .field("max_retries", &self.max_retries)
             .field("max_elapsed", &self.max_elapsed)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -102,6 +104,7 @@ impl RetryPolicyBuilder {
             host_cooldown: false,
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
+            replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
             max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
             max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
             attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
@@ -257,6 +260,40 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn adaptive_throttle(mut self, k: f64) -> Self {
         self.adaptive_throttle = Some(k);
+        self
+    }
+
+    /// Sets the most bytes of a request body that cannot be copied that are kept, as they stream out,
+    /// so that a retry can send them again. Defaults to 64 KiB
+    /// ([`RetryPolicy::DEFAULT_REPLAY_BUFFER`]); `0` sends such bodies once.
+    ///
+    /// A body that can be copied (a `reqwest` body made from bytes, an `http::Request<B>` with
+    /// `B: Clone`) is copied as always. A streaming one — `reqwest::Body::wrap_stream`, or an
+    /// `http::Request<`[`ReplayBody<B>`](crate::ReplayBody)`>` for a service over `http` types — is
+    /// recorded as it goes out: if the attempt fails in a way worth retrying and the whole body fit, the
+    /// retry sends the recording byte for byte; if it did not fit (or ended with trailers or an error),
+    /// the request is not retried and the result is returned as received
+    /// ([`StopReason::NotReplayable`](crate::StopReason::NotReplayable)). The recording holds the
+    /// chunks the body yielded, shared rather than copied, so it costs only the bytes actually sent,
+    /// and is freed when the call ends.
+    ///
+    /// Why 64 KiB: it covers the bodies that are streamed without being large — JSON written as it is
+    /// produced, a small upload — while bounding what a client with many requests in flight can hold:
+    /// 10 000 concurrent streaming requests keep at most 640 MiB, where Envoy's 1 MiB request buffer
+    /// would keep 10 GiB. gRPC's clients bound their replay buffers the same way (1 MiB per call,
+    /// 16 MiB per channel in gRPC-Java); raise it for a client that streams larger bodies it wants
+    /// retried.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// // Retry streamed uploads up to 1 MiB.
+    /// let policy = RetryPolicy::builder().replay_buffer(1 << 20).build()?;
+    /// assert_eq!(policy.replay_buffer(), 1 << 20);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn replay_buffer(mut self, max_bytes: usize) -> Self {
+        self.replay_buffer = max_bytes;
         self
     }
 
@@ -651,6 +688,7 @@ impl RetryPolicyBuilder {
                     Budget::Off => None,
                 },
                 cooldowns: self.host_cooldown.then(Cooldowns::new),
+                replay_buffer: self.replay_buffer,
                 throttles: self
                     .adaptive_throttle
                     .map(|k| Throttles::new(k, self.adaptive_throttle_window)),

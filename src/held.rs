@@ -14,7 +14,7 @@ use crate::classify::RequestView;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::policy::RetryPolicy;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::replay::{Replay, Sent};
+use crate::replay::{Recorded, Replay, Sent};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::state::RetryState;
 
@@ -50,22 +50,32 @@ where
 pub(crate) enum Held<Req, K> {
     /// A copy for the retries.
     Copy(Req),
+    /// A request whose body could not be copied, being recorded as it streams out: the retries are
+    /// made from the recording (the policy's `replay_buffer`).
+    Recording(Recorded<Req>),
     /// What judging needs of a request sent without a copy.
     Kept(K),
 }
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<Req, K> Held<Req, K> {
-    /// Keeps a copy of `request` when a retry may follow it, and only what judging needs otherwise: no
+    /// Keeps a copy of `request` when a retry may follow it — or, for a body that cannot be copied and
+    /// a policy with a `replay_buffer`, starts recording it — and only what judging needs otherwise: no
     /// copy is made for a request that can never be retried.
-    pub(crate) fn prepare<Res, E, R>(retry: &RetryState, replay: &R, request: &Req) -> Self
+    pub(crate) fn prepare<Res, E, R>(retry: &RetryState, replay: &R, request: &mut Req) -> Self
     where
         R: Replay<Req, Res, E, Kept = K>,
     {
-        if retry.may_retry()
-            && let Some(copy) = replay.clone_request(request)
-        {
-            return Held::Copy(copy);
+        if retry.may_retry() {
+            if let Some(copy) = replay.clone_request(request) {
+                return Held::Copy(copy);
+            }
+            let limit = retry.policy().replay_buffer();
+            if limit > 0
+                && let Some(recorded) = replay.start_recording(request, limit)
+            {
+                return Held::Recording(recorded);
+            }
         }
         Held::Kept(replay.keep(request))
     }
@@ -74,6 +84,7 @@ impl<Req, K> Held<Req, K> {
     pub(crate) fn sent(&self) -> Sent<'_, Req, K> {
         match self {
             Held::Copy(copy) => Sent::Copy(copy),
+            Held::Recording(recorded) => Sent::Copy(recorded.request()),
             Held::Kept(kept) => Sent::Kept(kept),
         }
     }
@@ -85,8 +96,19 @@ impl<Req, K> Held<Req, K> {
     where
         R: Replay<Req, Res, E, Kept = K>,
     {
-        let Held::Copy(held) = self else {
-            return None;
+        let held = match self {
+            Held::Copy(held) => held,
+            Held::Recording(recorded) => {
+                // The recording becomes the held copy, from which this retry and any later one are
+                // copied; `None` if the body did not end within the limit.
+                let replayed = replay.replay(recorded)?;
+                *self = Held::Copy(replayed);
+                let Held::Copy(held) = self else {
+                    return None;
+                };
+                held
+            }
+            Held::Kept(_) => return None,
         };
         if again {
             return replay.clone_request(held);
@@ -94,7 +116,7 @@ impl<Req, K> Held<Req, K> {
         let kept = Held::Kept(replay.keep(held));
         match std::mem::replace(self, kept) {
             Held::Copy(request) => Some(request),
-            Held::Kept(_) => None,
+            Held::Recording(_) | Held::Kept(_) => None,
         }
     }
 }

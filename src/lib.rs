@@ -73,6 +73,7 @@
 //! | a `429` without a usable delay | its own schedule: exponential from 500 ms, equal jitter ([`RetryPolicyBuilder::throttle_backoff`]) |
 //! | host cooldown ([`RetryPolicyBuilder::host_cooldown`]) | off |
 //! | adaptive throttling ([`RetryPolicyBuilder::adaptive_throttle`]) | off |
+//! | a streaming body kept for a retry ([`RetryPolicyBuilder::replay_buffer`]) | 64 KiB |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
@@ -168,6 +169,7 @@ mod policy;
 mod pushback;
 mod rejected;
 mod replay;
+mod replay_body;
 mod retry;
 mod retry_after;
 mod rng;
@@ -190,6 +192,7 @@ pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 pub use crate::pushback::server_delay;
 pub use crate::rejected::Rejected;
+pub use crate::replay_body::ReplayBody;
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
 
@@ -210,7 +213,7 @@ pub mod adapter {
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::AsError;
     pub use crate::http::HttpResponse;
-    pub use crate::replay::{HttpReplay, Replay, ReplayFn, Sent};
+    pub use crate::replay::{HttpReplay, Recorded, Replay, ReplayFn, Sent};
     pub use crate::state::RetryState;
 }
 

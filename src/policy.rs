@@ -173,6 +173,8 @@ pub(crate) struct Shared {
     pub(crate) cooldowns: Option<Cooldowns>,
     /// Each host's adaptive throttle, when `adaptive_throttle` is on.
     pub(crate) throttles: Option<Throttles>,
+    /// The most bytes of a body that cannot be copied kept for a retry; 0 for none.
+    pub(crate) replay_buffer: usize,
     pub(crate) streams: StreamSource,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
     pub(crate) on_retry: Option<Box<RetryHook>>,
@@ -265,6 +267,15 @@ impl RetryPolicy {
     pub const DEFAULT_THROTTLE_BACKOFF: Backoff =
         Backoff::exponential(Duration::from_millis(500)).jitter(Jitter::Equal);
 
+    /// The default replay buffer: 64 KiB of a body that cannot be copied are kept for a retry (see
+    /// [`RetryPolicyBuilder::replay_buffer`]).
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().replay_buffer(), RetryPolicy::DEFAULT_REPLAY_BUFFER);
+    /// ```
+    pub const DEFAULT_REPLAY_BUFFER: usize = 64 * 1024;
+
     /// The default window of adaptive throttling: 10 s (see
     /// [`RetryPolicyBuilder::adaptive_throttle_window`]).
     pub const DEFAULT_ADAPTIVE_THROTTLE_WINDOW: Duration = Duration::from_secs(10);
@@ -333,6 +344,12 @@ impl RetryPolicy {
     /// The schedule of throttled attempts without a usable server delay.
     pub fn throttle_backoff(&self) -> &Backoff {
         &self.shared.throttle_backoff
+    }
+
+    /// The most bytes of a streaming body kept for a retry (see
+    /// [`RetryPolicyBuilder::replay_buffer`]); 0 when such bodies are sent once.
+    pub fn replay_buffer(&self) -> usize {
+        self.shared.replay_buffer
     }
 
     /// Adaptive throttling's multiplier `k`, if it is on (see

@@ -1,13 +1,18 @@
 //! How an adapter copies one kind of request and judges its attempts; shared by both adapters.
 
 use std::fmt;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use http::{Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
+#[cfg(feature = "reqwest")]
+use crate::replay_body::Recording;
+use crate::replay_body::{Recorder, ReplayBody};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///
@@ -160,6 +165,45 @@ pub trait Replay<Req, Res, E> {
 
     /// Records what happened in the response the call ends with (for HTTP, in its extensions).
     fn record(&self, response: &mut Res, info: RetryInfo);
+
+    /// For a request whose body cannot be copied: starts recording the body as it streams out, up to
+    /// `limit` bytes (the policy's [`replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)), and
+    /// returns what a retry is made from. `None`, the default, when this kind of request cannot be
+    /// recorded: it is then sent once.
+    fn start_recording(&self, request: &mut Req, limit: usize) -> Option<Recorded<Req>> {
+        let _ = (request, limit);
+        None
+    }
+
+    /// The request for a retry, made from a recording: `None` if the body did not end within the
+    /// limit (or ended with trailers or an error), in which case the call ends with the result in
+    /// hand. Only called with what [`start_recording`](Self::start_recording) returned.
+    fn replay(&self, recorded: &Recorded<Req>) -> Option<Req> {
+        let _ = recorded;
+        None
+    }
+}
+
+/// A request whose body is being recorded for a retry (see [`Replay::start_recording`]): the request
+/// without its body, and the recording.
+pub struct Recorded<Req> {
+    template: Req,
+    recorder: Arc<Recorder>,
+}
+
+impl<Req> Recorded<Req> {
+    /// The request as sent, but for its body: what judging and logging read.
+    pub fn request(&self) -> &Req {
+        &self.template
+    }
+}
+
+impl<Req> fmt::Debug for Recorded<Req> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorded")
+            .field("recorder", &self.recorder)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
@@ -204,15 +248,7 @@ where
     type Kept = (Method, Uri);
 
     fn clone_request(&self, request: &http::Request<B>) -> Option<http::Request<B>> {
-        // `http::Request` is not `Clone` because its extensions are not; the extensions a client reads
-        // are cloneable, and `Extensions::clone` copies those.
-        let mut copy = http::Request::new(request.body().clone());
-        *copy.method_mut() = request.method().clone();
-        *copy.uri_mut() = request.uri().clone();
-        *copy.version_mut() = request.version();
-        *copy.headers_mut() = request.headers().clone();
-        *copy.extensions_mut() = request.extensions().clone();
-        Some(copy)
+        Some(with_body(request, request.body().clone()))
     }
 
     fn keep(&self, request: &http::Request<B>) -> (Method, Uri) {
@@ -238,6 +274,81 @@ where
     fn record(&self, response: &mut Res, info: RetryInfo) {
         record(response, info);
     }
+}
+
+/// `http::Request`s whose body streams out and cannot be copied, wrapped in [`ReplayBody`]: recorded as
+/// they are sent, within the policy's `replay_buffer`, and replayed from the recording.
+impl<B, Res, E> Replay<http::Request<ReplayBody<B>>, Res, E> for HttpReplay
+where
+    Res: HttpResponse,
+    E: AsError,
+{
+    type Kept = (Method, Uri);
+
+    fn clone_request(
+        &self,
+        request: &http::Request<ReplayBody<B>>,
+    ) -> Option<http::Request<ReplayBody<B>>> {
+        // Only a body replayed from a recording can be copied.
+        let bytes = request.body().replayed_bytes()?.clone();
+        Some(with_body(request, ReplayBody::replayed(bytes)))
+    }
+
+    fn keep(&self, request: &http::Request<ReplayBody<B>>) -> (Method, Uri) {
+        (request.method().clone(), request.uri().clone())
+    }
+
+    fn attempt(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, http::Request<ReplayBody<B>>, (Method, Uri)>,
+        result: &Result<Res, E>,
+    ) -> Attempt {
+        judge(policy, &http_view(request), result)
+    }
+
+    fn view<'a>(
+        &self,
+        request: Sent<'a, http::Request<ReplayBody<B>>, (Method, Uri)>,
+    ) -> Option<RequestView<'a>> {
+        Some(http_view(request))
+    }
+
+    fn record(&self, response: &mut Res, info: RetryInfo) {
+        record(response, info);
+    }
+
+    fn start_recording(
+        &self,
+        request: &mut http::Request<ReplayBody<B>>,
+        limit: usize,
+    ) -> Option<Recorded<http::Request<ReplayBody<B>>>> {
+        let recorder = request.body_mut().record(limit)?;
+        Some(Recorded {
+            template: with_body(request, ReplayBody::replayed(Bytes::new())),
+            recorder,
+        })
+    }
+
+    fn replay(
+        &self,
+        recorded: &Recorded<http::Request<ReplayBody<B>>>,
+    ) -> Option<http::Request<ReplayBody<B>>> {
+        let bytes = recorded.recorder.body()?;
+        Some(with_body(&recorded.template, ReplayBody::replayed(bytes)))
+    }
+}
+
+/// A copy of `request` with `body`. `http::Request` is not `Clone` because its extensions are not;
+/// the extensions a client reads are cloneable, and `Extensions::clone` copies those.
+fn with_body<B, C>(request: &http::Request<B>, body: C) -> http::Request<C> {
+    let mut copy = http::Request::new(body);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    *copy.extensions_mut() = request.extensions().clone();
+    copy
 }
 
 #[cfg(feature = "reqwest")]
@@ -270,6 +381,32 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
 
     fn record(&self, response: &mut reqwest::Response, info: RetryInfo) {
         record(response, info);
+    }
+
+    fn start_recording(
+        &self,
+        request: &mut reqwest::Request,
+        limit: usize,
+    ) -> Option<Recorded<reqwest::Request>> {
+        let body = request.body_mut().take()?;
+        // Without its body the request copies; the body goes back, recording as it streams out.
+        let template = request.try_clone();
+        let recorder = Recorder::new(limit);
+        *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
+            body,
+            Arc::clone(&recorder),
+        )));
+        Some(Recorded {
+            template: template?,
+            recorder,
+        })
+    }
+
+    fn replay(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
+        let body = recorded.recorder.body()?;
+        let mut request = recorded.template.try_clone()?;
+        *request.body_mut() = Some(reqwest::Body::from(body));
+        Some(request)
     }
 }
 

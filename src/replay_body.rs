@@ -54,10 +54,12 @@ impl Recorder {
                 state.chunks.push(chunk.clone());
             }
             // Past the limit: what was kept is no use, and is freed at once.
-            _ => *state = State {
-                lost: true,
-                ..State::default()
-            },
+            _ => {
+                *state = State {
+                    lost: true,
+                    ..State::default()
+                }
+            }
         }
     }
 
@@ -107,17 +109,20 @@ impl fmt::Debug for Recorder {
 }
 
 /// Passes a body through, recording what it yields.
+#[cfg(feature = "reqwest")]
 pub(crate) struct Recording<B> {
     inner: B,
     recorder: Arc<Recorder>,
 }
 
+#[cfg(feature = "reqwest")]
 impl<B> Recording<B> {
     pub(crate) fn new(inner: B, recorder: Arc<Recorder>) -> Self {
         Self { inner, recorder }
     }
 }
 
+#[cfg(feature = "reqwest")]
 impl<B> Body for Recording<B>
 where
     B: Body + Unpin,
@@ -148,8 +153,10 @@ fn record<D: Buf, E>(
     polled: Poll<Option<Result<Frame<D>, E>>>,
     recorder: &Recorder,
 ) -> Poll<Option<Result<Frame<Bytes>, E>>> {
+    let Poll::Ready(polled) = polled else {
+        return Poll::Pending;
+    };
     Poll::Ready(match polled {
-        Poll::Pending => return Poll::Pending,
         None => {
             recorder.finish();
             None
@@ -330,7 +337,9 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Streaming { body, .. } => body.size_hint(),
-            Inner::Replayed(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Inner::Replayed(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
         }
     }
 }

@@ -13,8 +13,8 @@ use reqwest_middleware::{Middleware, Next};
 use crate::attempt::RetryInfo;
 use crate::call::Call;
 use crate::classify::{AsError, RequestView};
-use crate::policy::RetryPolicy;
 use crate::held::{Held, step};
+use crate::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
@@ -203,14 +203,19 @@ type Outcome = reqwest_middleware::Result<Response>;
 
 impl RetryMiddleware {
     /// The retry loop: send, judge, and sleep or return, as the call's state machine says.
-    async fn run(&self, request: Request, extensions: &mut Extensions, next: Next<'_>) -> Outcome {
+    async fn run(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Outcome {
         // No local but these lives across an await, since each would take room in the future that
         // every request allocates (a moved-from local keeps its room to the end of its scope).
         let mut call = Call::new(self.policy.start_unclocked());
         let mut held = Held::prepare::<Response, reqwest_middleware::Error, _>(
             call.retry(),
             &HttpReplay,
-            &request,
+            &mut request,
         );
         let record = |response: &mut Response, info| {
             Replay::<Request, Response, reqwest_middleware::Error>::record(

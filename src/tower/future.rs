@@ -16,8 +16,8 @@ use crate::attempt::RetryInfo;
 use crate::call::{Call, Final};
 use crate::classify::RequestView;
 use crate::error::Error;
-use crate::rejected::Rejected;
 use crate::held::{Held, step};
+use crate::rejected::Rejected;
 use crate::replay::{Replay, Sent};
 use crate::state::RetryState;
 
@@ -91,8 +91,8 @@ where
     S: Service<Req>,
     R: Replay<Req, S::Response, S::Error>,
 {
-    pub(crate) fn new(mut service: S, retry: RetryState, replay: R, request: Req) -> Self {
-        let held = Held::prepare(&retry, &replay, &request);
+    pub(crate) fn new(mut service: S, retry: RetryState, replay: R, mut request: Req) -> Self {
+        let held = Held::prepare(&retry, &replay, &mut request);
         let mut call = Call::new(retry);
         let state = match call.before_first::<S::Error>(|| replay.view(Sent::Copy(&request))) {
             Ok(false) => State::Called {

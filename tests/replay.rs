@@ -1,0 +1,214 @@
+//! The replay buffer (`RetryPolicyBuilder::replay_buffer`): a streaming body, which cannot be copied,
+//! is recorded as it goes out and sent again byte for byte, through `RetryMiddleware`, `RetryLayer`
+//! over `reqwest::Client`, and `RetryLayer` over hyper-util's client with `ReplayBody`, against a
+//! wiremock server on loopback.
+#![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::StatusCode;
+use reqwest_middleware::ClientBuilder;
+use stagger::{Backoff, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
+use tower::{ServiceBuilder, ServiceExt};
+use wiremock::matchers::path;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// 10 KiB in 10 chunks of 1 KiB, each chunk's bytes its own.
+fn chunks() -> Vec<Bytes> {
+    (0..10u8)
+        .map(|n| Bytes::from(vec![b'a' + n; 1024]))
+        .collect()
+}
+
+fn whole() -> Vec<u8> {
+    chunks().concat()
+}
+
+fn streaming() -> reqwest::Body {
+    let chunks = chunks().into_iter().map(Ok::<_, std::io::Error>);
+    reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+}
+
+/// `/upload` answers its first request `503` (with a header and a body), every later one `200`.
+async fn server() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(path("/upload"))
+        .respond_with(
+            ResponseTemplate::new(503)
+                .insert_header("x-reason", "overloaded")
+                .set_body_string("try later"),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/upload"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("stored"))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn policy(replay_buffer: usize) -> RetryPolicy {
+    RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::from_millis(1)))
+        .replay_buffer(replay_buffer)
+        .build()
+        .unwrap()
+}
+
+fn reqwest_client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn bodies_received(server: &MockServer) -> Vec<Vec<u8>> {
+    let requests = server.received_requests().await.unwrap();
+    requests.into_iter().map(|r| r.body).collect()
+}
+
+/// Sends a streaming PUT through `RetryMiddleware`.
+async fn through_middleware(server: &MockServer, replay_buffer: usize) -> reqwest::Response {
+    let client = ClientBuilder::new(reqwest_client())
+        .with(RetryMiddleware::new(policy(replay_buffer)))
+        .build();
+    client
+        .put(format!("{}/upload", server.uri()))
+        .body(streaming())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Sends a streaming PUT through `RetryLayer` over `reqwest::Client`.
+async fn through_layer(server: &MockServer, replay_buffer: usize) -> reqwest::Response {
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy(replay_buffer)))
+        .service(reqwest_client());
+    let mut request = reqwest::Request::new(
+        reqwest::Method::PUT,
+        format!("{}/upload", server.uri()).parse().unwrap(),
+    );
+    *request.body_mut() = Some(streaming());
+    client.oneshot(request).await.unwrap()
+}
+
+async fn a_503_is_retried_with_the_identical_body(
+    response: reqwest::Response,
+    server: &MockServer,
+) {
+    assert_eq!(response.status(), StatusCode::OK);
+    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    assert_eq!(info.attempts(), 2);
+    assert_eq!(response.text().await.unwrap(), "stored");
+    assert_eq!(bodies_received(server).await, [whole(), whole()]);
+}
+
+async fn a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(
+    response: reqwest::Response,
+    server: &MockServer,
+) {
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()["x-reason"], "overloaded");
+    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    assert_eq!(info.attempts(), 1);
+    assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
+    assert_eq!(response.text().await.unwrap(), "try later");
+    assert_eq!(bodies_received(server).await, [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_replays_a_10_kib_stream_byte_for_byte() {
+    let server = server().await;
+    let response = through_middleware(&server, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+    a_503_is_retried_with_the_identical_body(response, &server).await;
+}
+
+#[tokio::test]
+async fn middleware_sends_a_stream_longer_than_the_buffer_once() {
+    let server = server().await;
+    let response = through_middleware(&server, 1024).await;
+    a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(response, &server).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_replays_a_10_kib_stream_byte_for_byte() {
+    let server = server().await;
+    let response = through_layer(&server, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+    a_503_is_retried_with_the_identical_body(response, &server).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_a_stream_longer_than_the_buffer_once() {
+    let server = server().await;
+    let response = through_layer(&server, 1024).await;
+    a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(response, &server).await;
+}
+
+#[tokio::test]
+async fn a_body_of_exactly_the_buffer_is_replayed() {
+    let server = server().await;
+    let response = through_middleware(&server, 10 * 1024).await;
+    a_503_is_retried_with_the_identical_body(response, &server).await;
+}
+
+/// Over hyper-util's client, a service of `http::Request<ReplayBody<B>>`.
+#[cfg(feature = "hyper-util")]
+mod hyper_util_client {
+    use std::convert::Infallible;
+
+    use http_body_util::{BodyExt, StreamBody};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    use stagger::ReplayBody;
+
+    use super::*;
+
+    type Stream = StreamBody<
+        futures::stream::Iter<std::vec::IntoIter<Result<http_body::Frame<Bytes>, Infallible>>>,
+    >;
+
+    fn body() -> ReplayBody<Stream> {
+        let frames: Vec<_> = chunks()
+            .into_iter()
+            .map(|c| Ok(http_body::Frame::data(c)))
+            .collect();
+        ReplayBody::new(StreamBody::new(futures::stream::iter(frames)))
+    }
+
+    async fn send(server: &MockServer, replay_buffer: usize) -> http::Response<Bytes> {
+        let client = Client::builder(TokioExecutor::new()).build_http::<ReplayBody<Stream>>();
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy(replay_buffer)))
+            .service(client);
+        let request = http::Request::put(format!("{}/upload", server.uri()))
+            .body(body())
+            .unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        http::Response::from_parts(parts, body)
+    }
+
+    #[tokio::test]
+    async fn a_replay_body_is_replayed_byte_for_byte() {
+        let server = server().await;
+        let response = send(&server, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.extensions().get::<RetryInfo>().unwrap().attempts(),
+            2
+        );
+        assert_eq!(bodies_received(&server).await, [whole(), whole()]);
+    }
+
+    #[tokio::test]
+    async fn a_replay_body_past_the_buffer_is_sent_once() {
+        let server = server().await;
+        let response = send(&server, 1024).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.body(), "try later");
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
+        assert_eq!(bodies_received(&server).await, [whole()]);
+    }
+}
