@@ -148,6 +148,7 @@
 //! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier; implies `hyper`, `hyper-util` and `h2`, whose errors reach a reqwest user |
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
+//! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -165,6 +166,7 @@ mod hosts;
 mod http;
 mod http_date;
 mod log;
+pub mod metrics;
 mod policy;
 mod pushback;
 mod rejected;

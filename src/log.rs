@@ -4,7 +4,9 @@
 //! Field names follow OpenTelemetry's HTTP conventions where one exists (`http.request.method`,
 //! `server.address`, `url.path`, `http.request.resend_count`, `error.type`), so that a subscriber
 //! exporting to OpenTelemetry maps them as they are; the events' target is the module path
-//! (`stagger::log`), so their messages carry no prefix of their own.
+//! (`stagger::log`), so their messages carry no prefix of their own. When a call ends, its resend count
+//! is also recorded as `http.request.resend_count` on the span current at the time — the caller's
+//! request span — if that span declares the field.
 
 use std::fmt;
 use std::time::Duration;
@@ -42,7 +44,7 @@ pub(crate) enum DelayCause {
 }
 
 impl DelayCause {
-    const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Backoff => "backoff",
             Self::Throttle => "throttle",
@@ -95,6 +97,12 @@ pub(crate) fn stopped(
     failure: Option<Reason>,
 ) {
     let resends = attempts.saturating_sub(1);
+    // OpenTelemetry's attribute on the caller's request span, when it declares it (tower-http's
+    // `TraceLayer` with a span of one's own, reqwest-tracing's span): recorded once, at the end. A
+    // span without the field ignores it; without a subscriber, nothing is looked up.
+    if tracing::dispatcher::has_been_set() {
+        tracing::Span::current().record("http.request.resend_count", resends);
+    }
     match failure {
         Some(reason) => event!(
             WARN,
@@ -133,7 +141,7 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// OpenTelemetry's `error.type`: the status code of a failed response, or a short name of the error.
-struct ErrorType(Reason);
+pub(crate) struct ErrorType(pub(crate) Reason);
 
 impl fmt::Display for ErrorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -13,6 +13,7 @@ use crate::budget::{Account, RetryBudget};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::cooldown::{self, Cooldowns, Host, Pause};
 use crate::log::{self, DelayCause};
+use crate::metrics;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
 use crate::rejected::Rejected;
 
@@ -252,6 +253,7 @@ impl RetryState {
                 let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
                 let retry_after = self.effective_retry_after(&attempt);
                 log::retrying(request, self.attempts, delay, reason, cause);
+                metrics::retry(request, reason, cause);
                 if let Some(hook) = &self.policy.shared.on_retry {
                     hook(&RetryEvent {
                         attempt: self.attempts,
@@ -378,6 +380,7 @@ impl RetryState {
                     self.slept = self.slept.saturating_add(wait);
                 }
                 log::cooling_down(request, wait);
+                metrics::cooldown_wait(request);
                 Ok(Some(wait))
             }
             Err(limit) => {
@@ -566,6 +569,13 @@ impl RetryState {
     ) {
         self.stop = Some(reason);
         log::stopped(request, self.attempts, self.slept, reason, failure);
+        metrics::call_ended(
+            request,
+            self.attempts,
+            self.slept,
+            reason,
+            failure.is_some(),
+        );
     }
 
     /// Time left before the deadline, if there is one and its clock has started.

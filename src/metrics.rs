@@ -1,0 +1,174 @@
+//! Counters and histograms of what the retries do, through the [`metrics`](https://docs.rs/metrics)
+//! facade (feature `metrics`), so that a Prometheus, OpenTelemetry or statsd exporter installed by the
+//! application sees them.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | [`ATTEMPTS`] | counter | `http.request.method`, `server.address` | attempts made, first attempts and retries alike |
+//! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed (a status code, `timeout`, `connect`, …) and what set the delay (`backoff`, `throttle`, `retry-after`, `cooldown`) |
+//! | [`BUDGET_REFUSALS`] | counter | `http.request.method`, `server.address` | retries the budget refused |
+//! | [`THROTTLE_REJECTIONS`] | counter | `http.request.method`, `server.address` | attempts adaptive throttling rejected locally |
+//! | [`COOLDOWN_WAITS`] | counter | `http.request.method`, `server.address` | requests held for a host's pause |
+//! | [`CALLS_GIVEN_UP`] | counter | the same, `stop.reason` | calls that ended while still failing, by why the retries stopped |
+//! | [`CALL_ATTEMPTS`] | histogram | `http.request.method`, `server.address` | attempts per call |
+//! | [`CALL_SLEPT`] | histogram (seconds) | `http.request.method`, `server.address` | time a call slept between attempts |
+//!
+//! Label names follow OpenTelemetry's HTTP conventions; `stop.reason` and `delay.reason` are stagger's
+//! own, with the values the `tracing` events carry. The labels of a call made by
+//! [`retry()`](crate::retry()), which has no request, are empty.
+//!
+//! Without the feature every recording function is an empty inline function, and none of this costs
+//! anything: the success path is 8 279 instructions (tower) and 16 468 (reqwest-middleware) with the
+//! recording calls compiled in or taken out (`benches/overhead.rs`, callgrind). With it, a call records
+//! once when it ends, and once per retry; with no recorder installed that costs about 3 200
+//! instructions a call (building the labels and keys the no-op recorder drops), so turn the feature on
+//! where an exporter is.
+
+/// Counter: attempts made, first attempts and retries alike.
+pub const ATTEMPTS: &str = "stagger.attempts";
+/// Counter: retries decided, by `error.type` and `delay.reason`.
+pub const RETRIES: &str = "stagger.retries";
+/// Counter: retries the retry budget refused.
+pub const BUDGET_REFUSALS: &str = "stagger.budget.refusals";
+/// Counter: attempts adaptive throttling rejected locally.
+pub const THROTTLE_REJECTIONS: &str = "stagger.throttle.rejections";
+/// Counter: requests held for their host's pause.
+pub const COOLDOWN_WAITS: &str = "stagger.cooldown.waits";
+/// Counter: calls that ended while still failing, by `stop.reason`.
+pub const CALLS_GIVEN_UP: &str = "stagger.calls.given_up";
+/// Histogram: attempts per call.
+pub const CALL_ATTEMPTS: &str = "stagger.call.attempts";
+/// Histogram: seconds a call slept between attempts.
+pub const CALL_SLEPT: &str = "stagger.call.slept";
+
+pub(crate) use imp::{call_ended, cooldown_wait, retry};
+
+#[cfg(feature = "metrics")]
+mod imp {
+    use std::time::Duration;
+
+    use http::Method;
+    use metrics::{
+        Label, SharedString, Unit, counter, describe_counter, describe_histogram, histogram,
+    };
+
+    use super::*;
+    use crate::attempt::StopReason;
+    use crate::classify::{Reason, RequestView};
+    use crate::log::{DelayCause, ErrorType};
+
+    /// The labels every metric carries: the request's method and host, when it has them.
+    fn labels(view: Option<&RequestView<'_>>) -> Vec<Label> {
+        describe();
+        let Some(view) = view else {
+            return Vec::new();
+        };
+        // The common methods as static strings: no allocation for them.
+        let method = match *view.method() {
+            Method::GET => SharedString::const_str("GET"),
+            Method::POST => SharedString::const_str("POST"),
+            Method::PUT => SharedString::const_str("PUT"),
+            Method::DELETE => SharedString::const_str("DELETE"),
+            Method::HEAD => SharedString::const_str("HEAD"),
+            Method::PATCH => SharedString::const_str("PATCH"),
+            ref other => SharedString::from(other.as_str().to_owned()),
+        };
+        let mut labels = vec![Label::new("http.request.method", method)];
+        if let Some(host) = view.host() {
+            // Shared, so that each metric of the call copies a reference, not the name.
+            let host: std::sync::Arc<str> = host.into();
+            labels.push(Label::new("server.address", SharedString::from_shared(host)));
+        }
+        labels
+    }
+
+    /// Describes the metrics to the recorder, once per process.
+    fn describe() {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            describe_counter!(ATTEMPTS, Unit::Count, "Attempts made, retries included");
+            describe_counter!(RETRIES, Unit::Count, "Retries decided");
+            describe_counter!(BUDGET_REFUSALS, Unit::Count, "Retries the budget refused");
+            describe_counter!(
+                THROTTLE_REJECTIONS,
+                Unit::Count,
+                "Attempts adaptive throttling rejected locally"
+            );
+            describe_counter!(
+                COOLDOWN_WAITS,
+                Unit::Count,
+                "Requests held for a host's pause"
+            );
+            describe_counter!(
+                CALLS_GIVEN_UP,
+                Unit::Count,
+                "Calls that ended while still failing"
+            );
+            describe_histogram!(CALL_ATTEMPTS, Unit::Count, "Attempts per call");
+            describe_histogram!(
+                CALL_SLEPT,
+                Unit::Seconds,
+                "Time a call slept between attempts"
+            );
+        });
+    }
+
+    pub(crate) fn retry(view: Option<&RequestView<'_>>, reason: Reason, cause: DelayCause) {
+        let mut labels = labels(view);
+        labels.push(Label::new("error.type", ErrorType(reason).to_string()));
+        labels.push(Label::from_static_parts("delay.reason", cause.as_str()));
+        counter!(RETRIES, labels).increment(1);
+    }
+
+    pub(crate) fn cooldown_wait(view: Option<&RequestView<'_>>) {
+        counter!(COOLDOWN_WAITS, labels(view)).increment(1);
+    }
+
+    pub(crate) fn call_ended(
+        view: Option<&RequestView<'_>>,
+        attempts: u32,
+        slept: Duration,
+        stop: StopReason,
+        failing: bool,
+    ) {
+        let labels = labels(view);
+        counter!(ATTEMPTS, labels.clone()).increment(u64::from(attempts));
+        histogram!(CALL_ATTEMPTS, labels.clone()).record(f64::from(attempts));
+        histogram!(CALL_SLEPT, labels.clone()).record(slept.as_secs_f64());
+        match stop {
+            StopReason::Budget => counter!(BUDGET_REFUSALS, labels.clone()).increment(1),
+            StopReason::Throttled => counter!(THROTTLE_REJECTIONS, labels.clone()).increment(1),
+            _ => {}
+        }
+        if failing {
+            let mut labels = labels;
+            labels.push(Label::new("stop.reason", stop.to_string()));
+            counter!(CALLS_GIVEN_UP, labels).increment(1);
+        }
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+mod imp {
+    use std::time::Duration;
+
+    use crate::attempt::StopReason;
+    use crate::classify::{Reason, RequestView};
+    use crate::log::DelayCause;
+
+    #[inline(always)]
+    pub(crate) fn retry(_: Option<&RequestView<'_>>, _: Reason, _: DelayCause) {}
+
+    #[inline(always)]
+    pub(crate) fn cooldown_wait(_: Option<&RequestView<'_>>) {}
+
+    #[inline(always)]
+    pub(crate) fn call_ended(
+        _: Option<&RequestView<'_>>,
+        _: u32,
+        _: Duration,
+        _: StopReason,
+        _: bool,
+    ) {
+    }
+}
