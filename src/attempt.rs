@@ -298,6 +298,7 @@ pub struct RetryInfo {
     pub(crate) attempts: u32,
     pub(crate) slept: Duration,
     pub(crate) cooldown: Duration,
+    pub(crate) hedges: u32,
     pub(crate) stop: Option<StopReason>,
 }
 
@@ -373,6 +374,13 @@ impl RetryInfo {
         self.cooldown
     }
 
+    /// Hedged attempts started (see
+    /// [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)); each is also one
+    /// of [`attempts`](Self::attempts) once it has answered or been dropped.
+    pub const fn hedges(&self) -> u32 {
+        self.hedges
+    }
+
     /// Why the attempts stopped; `None` while they go on.
     ///
     /// ```
@@ -397,6 +405,7 @@ impl RetryInfo {
             attempts: 0,
             slept: Duration::ZERO,
             cooldown: Duration::ZERO,
+            hedges: 0,
             stop: Some(reason),
         }
     }

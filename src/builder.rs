@@ -36,6 +36,7 @@ pub struct RetryPolicyBuilder {
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
     replay_buffer: usize,
+    hedge_after: Option<Duration>,
     max_retries: u32,
     max_elapsed: Option<Duration>,
     attempt_timeout: Option<Duration>,
@@ -68,6 +69,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
             .field("replay_buffer", &self.replay_buffer)
+            .field("hedge_after", &self.hedge_after)
             .field("max_retries", &self.max_retries)
             .field("max_elapsed", &self.max_elapsed)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -105,6 +107,7 @@ impl RetryPolicyBuilder {
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
+            hedge_after: None,
             max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
             max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
             attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
@@ -260,6 +263,46 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn adaptive_throttle(mut self, k: f64) -> Self {
         self.adaptive_throttle = Some(k);
+        self
+    }
+
+    /// Turns on hedging: when an attempt has not answered after `delay`, a second attempt of the same
+    /// request starts beside it, and the first acceptable answer wins. Off by default.
+    ///
+    /// Tail latency is fixed by hedging, not by retrying: a retry waits for the slow attempt to fail,
+    /// a hedge does not. In "The Tail at Scale" (Dean and Barroso, 2013), a hedge sent after 10 ms cut
+    /// the 99.9th percentile of a Bigtable read from 1 800 ms to 74 ms for 2 % more requests. Set
+    /// `delay` near the 95th percentile of the endpoint's latency: then about 5 % of the requests are
+    /// hedged.
+    ///
+    /// The race: an answer that is not a failure worth retrying (a success, or a fatal answer such as
+    /// a `404`) wins at once, and the other attempt is dropped, which cancels it (its connection is
+    /// closed or its stream reset). A failure worth retrying while the other attempt still runs is set
+    /// aside, and the call waits for the other; when both fail, the last failure goes to the retry
+    /// logic as usual. At most two attempts of a call are in flight, and each attempt is hedged at most
+    /// once. The time limits cover the race: the attempt timeout runs from the first attempt of it.
+    ///
+    /// A hedge is a retry sent early, and it is held to the same rules: only a request that is safe to
+    /// send twice (an idempotent method, or an `Idempotency-Key`) and that the adapter holds a copy of
+    /// is hedged; it counts towards `max_retries`, spends the retry budget (an exhausted budget sends
+    /// no hedge), and is not sent past the deadline, to a host that is pausing, or when adaptive
+    /// throttling rejects it. [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
+    /// tower layer the inner service must be `Clone` (as it must be for retries): the hedge goes
+    /// through a clone, driven ready first.
+    ///
+    /// `delay` must not be zero ([`ConfigError::HedgeAfter`]): that would send every request twice.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// // This endpoint answers within 40 ms 95 % of the time.
+    /// let policy = RetryPolicy::builder().hedge_after(Duration::from_millis(40)).build()?;
+    /// assert_eq!(policy.hedge_after(), Some(Duration::from_millis(40)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn hedge_after(mut self, delay: Duration) -> Self {
+        self.hedge_after = Some(delay);
         self
     }
 
@@ -672,6 +715,9 @@ impl RetryPolicyBuilder {
         if let Some(timeout) = self.attempt_timeout.filter(Duration::is_zero) {
             return Err(ConfigError::AttemptTimeout(timeout));
         }
+        if let Some(delay) = self.hedge_after.filter(Duration::is_zero) {
+            return Err(ConfigError::HedgeAfter(delay));
+        }
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 backoff: self.backoff,
@@ -689,6 +735,7 @@ impl RetryPolicyBuilder {
                 },
                 cooldowns: self.host_cooldown.then(Cooldowns::new),
                 replay_buffer: self.replay_buffer,
+                hedge_after: self.hedge_after,
                 throttles: self
                     .adaptive_throttle
                     .map(|k| Throttles::new(k, self.adaptive_throttle_window)),

@@ -139,6 +139,12 @@ impl<Res> Call<Res> {
             self.phase = Phase::Idle;
             return Poll::Ready(Attempted::Answered(output));
         }
+        self.poll_limit(cx)
+    }
+
+    /// While the attempt in flight (or a hedged pair of attempts) has not answered: ready with the limit
+    /// that ended it, once one does. Sets the limit the first time.
+    pub(crate) fn poll_limit<T>(&mut self, cx: &mut Context<'_>) -> Poll<Attempted<T>> {
         let limit = match self.phase {
             Phase::Attempt(limit) => limit,
             _ => {
@@ -159,6 +165,18 @@ impl<Res> Call<Res> {
             Limit::Attempt => Attempted::TimedOut,
             Limit::Deadline => Attempted::Deadline,
         })
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// The attempt is answered: its limit no longer runs.
+    pub(crate) fn answered(&mut self) {
+        self.phase = Phase::Idle;
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// The retries' state, to record what a hedged race set aside or started.
+    pub(crate) fn retry_mut(&mut self) -> &mut RetryState {
+        &mut self.retry
     }
 
     /// The step after an attempt of a request whose copy is held: `Continue(request)`, the next attempt's

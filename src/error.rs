@@ -52,6 +52,8 @@ pub enum ConfigError {
     AdaptiveThrottle(f64),
     /// Adaptive throttling's window is outside 1 s to 300 s.
     AdaptiveThrottleWindow(Duration),
+    /// `hedge_after` is zero: every request would be sent twice.
+    HedgeAfter(Duration),
 }
 
 impl fmt::Display for ConfigError {
@@ -107,6 +109,10 @@ impl fmt::Display for ConfigError {
             Self::AdaptiveThrottleWindow(window) => write!(
                 f,
                 "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
+            ),
+            Self::HedgeAfter(delay) => write!(
+                f,
+                "hedge_after must be greater than zero, got {delay:?}: every request would be sent twice"
             ),
             Self::AttemptTimeout(timeout) => write!(
                 f,

@@ -2,15 +2,23 @@
 //! each attempt: judge it, then retry with a copy of what is held, or end the call.
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::future::Future;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::marker::PhantomData;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::ops::ControlFlow;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::pin::Pin;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use std::task::Context;
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::attempt::Attempt;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::call::{Attempted, Call, Final};
 use crate::classify::RequestView;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::hedge::Racers;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::policy::RetryPolicy;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -52,7 +60,9 @@ pub(crate) enum Held<Req, K> {
     Copy(Req),
     /// A request whose body could not be copied, being recorded as it streams out: the retries are
     /// made from the recording (the policy's `replay_buffer`).
-    Recording(Recorded<Req>),
+    ///
+    /// Boxed: rare, and it would otherwise make every request's future a word larger.
+    Recording(Box<Recorded<Req>>),
     /// What judging needs of a request sent without a copy.
     Kept(K),
 }
@@ -74,7 +84,7 @@ impl<Req, K> Held<Req, K> {
             if limit > 0
                 && let Some(recorded) = replay.start_recording(request, limit)
             {
-                return Held::Recording(recorded);
+                return Held::Recording(Box::new(recorded));
             }
         }
         Held::Kept(replay.keep(request))
@@ -192,5 +202,53 @@ where
 
     fn next(&mut self, again: bool) -> Option<N> {
         (self.next)(self.held, again)
+    }
+}
+
+/// The race's needs met from the held request: judging with `replay`, the hedge copied from what is
+/// held and handed to `send` (the adapter's way of sending it).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) struct HeldRacers<'h, Req, K, R, S> {
+    pub(crate) held: &'h mut Held<Req, K>,
+    pub(crate) replay: &'h R,
+    pub(crate) send: S,
+}
+
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+impl<Req, Res, E, R, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, S>
+where
+    R: Replay<Req, Res, E>,
+    F: Future<Output = Result<Res, E>> + ?Sized,
+    S: FnMut(Req, &mut Context<'_>, &C) -> Option<Pin<Box<F>>>,
+{
+    fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
+        let attempt = self
+            .replay
+            .attempt(call.retry().policy(), self.held.sent(), output);
+        if !attempt.outcome().is_retryable() {
+            return false;
+        }
+        let view = self.replay.view(self.held.sent());
+        call.retry_mut().set_aside(attempt, view.as_ref());
+        true
+    }
+
+    fn start(
+        &mut self,
+        call: &mut Call<Res>,
+        cx: &mut Context<'_>,
+        context: &C,
+    ) -> Option<Pin<Box<F>>> {
+        // A copy first (a recording that has not ended gives none), then the state's leave: a hedge
+        // allowed is paid for at once.
+        if matches!(self.held, Held::Kept(_)) {
+            return None;
+        }
+        let request = self.held.next(true, self.replay)?;
+        let view = self.replay.view(self.held.sent());
+        if !call.retry_mut().begin_hedge(view.as_ref()) {
+            return None;
+        }
+        (self.send)(request, cx, context)
     }
 }

@@ -74,6 +74,7 @@
 //! | host cooldown ([`RetryPolicyBuilder::host_cooldown`]) | off |
 //! | adaptive throttling ([`RetryPolicyBuilder::adaptive_throttle`]) | off |
 //! | a streaming body kept for a retry ([`RetryPolicyBuilder::replay_buffer`]) | 64 KiB |
+//! | hedging ([`RetryPolicyBuilder::hedge_after`]) | off |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
 //! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
 //! | jitter seed | OS entropy; one stream per request |
@@ -161,6 +162,8 @@ mod call;
 pub mod classify;
 mod cooldown;
 mod error;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+mod hedge;
 mod held;
 mod hosts;
 mod http;

@@ -75,6 +75,12 @@ pub(crate) fn retrying(
     );
 }
 
+/// Attempt `attempt` has not answered in `hedge_after`: a second one starts beside it.
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) fn hedging(view: Option<&RequestView<'_>>, attempt: u32) {
+    event!(DEBUG, view, attempt, "hedging");
+}
+
 /// A request waits `wait` before its first attempt, for its host's pause to end.
 pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
     event!(

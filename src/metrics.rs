@@ -4,8 +4,9 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | [`ATTEMPTS`] | counter | `http.request.method`, `server.address` | attempts made, first attempts and retries alike |
+//! | [`ATTEMPTS`] | counter | `http.request.method`, `server.address` | attempts made, first attempts, retries and hedges alike |
 //! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed (a status code, `timeout`, `connect`, …) and what set the delay (`backoff`, `throttle`, `retry-after`, `cooldown`) |
+//! | [`HEDGES`] | counter | `http.request.method`, `server.address` | hedged attempts started |
 //! | [`BUDGET_REFUSALS`] | counter | `http.request.method`, `server.address` | retries the budget refused |
 //! | [`THROTTLE_REJECTIONS`] | counter | `http.request.method`, `server.address` | attempts adaptive throttling rejected locally |
 //! | [`COOLDOWN_WAITS`] | counter | `http.request.method`, `server.address` | requests held for a host's pause |
@@ -24,10 +25,12 @@
 //! instructions a call (building the labels and keys the no-op recorder drops), so turn the feature on
 //! where an exporter is.
 
-/// Counter: attempts made, first attempts and retries alike.
+/// Counter: attempts made, first attempts, retries and hedges alike.
 pub const ATTEMPTS: &str = "stagger.attempts";
 /// Counter: retries decided, by `error.type` and `delay.reason`.
 pub const RETRIES: &str = "stagger.retries";
+/// Counter: hedged attempts started.
+pub const HEDGES: &str = "stagger.hedges";
 /// Counter: retries the retry budget refused.
 pub const BUDGET_REFUSALS: &str = "stagger.budget.refusals";
 /// Counter: attempts adaptive throttling rejected locally.
@@ -41,6 +44,8 @@ pub const CALL_ATTEMPTS: &str = "stagger.call.attempts";
 /// Histogram: seconds a call slept between attempts.
 pub const CALL_SLEPT: &str = "stagger.call.slept";
 
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+pub(crate) use imp::hedge;
 pub(crate) use imp::{call_ended, cooldown_wait, retry};
 
 #[cfg(feature = "metrics")]
@@ -77,7 +82,10 @@ mod imp {
         if let Some(host) = view.host() {
             // Shared, so that each metric of the call copies a reference, not the name.
             let host: std::sync::Arc<str> = host.into();
-            labels.push(Label::new("server.address", SharedString::from_shared(host)));
+            labels.push(Label::new(
+                "server.address",
+                SharedString::from_shared(host),
+            ));
         }
         labels
     }
@@ -88,6 +96,7 @@ mod imp {
         DESCRIBED.call_once(|| {
             describe_counter!(ATTEMPTS, Unit::Count, "Attempts made, retries included");
             describe_counter!(RETRIES, Unit::Count, "Retries decided");
+            describe_counter!(HEDGES, Unit::Count, "Hedged attempts started");
             describe_counter!(BUDGET_REFUSALS, Unit::Count, "Retries the budget refused");
             describe_counter!(
                 THROTTLE_REJECTIONS,
@@ -122,6 +131,11 @@ mod imp {
 
     pub(crate) fn cooldown_wait(view: Option<&RequestView<'_>>) {
         counter!(COOLDOWN_WAITS, labels(view)).increment(1);
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn hedge(view: Option<&RequestView<'_>>) {
+        counter!(HEDGES, labels(view)).increment(1);
     }
 
     pub(crate) fn call_ended(
@@ -161,6 +175,10 @@ mod imp {
 
     #[inline(always)]
     pub(crate) fn cooldown_wait(_: Option<&RequestView<'_>>) {}
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[inline(always)]
+    pub(crate) fn hedge(_: Option<&RequestView<'_>>) {}
 
     #[inline(always)]
     pub(crate) fn call_ended(

@@ -175,6 +175,8 @@ pub(crate) struct Shared {
     pub(crate) throttles: Option<Throttles>,
     /// The most bytes of a body that cannot be copied kept for a retry; 0 for none.
     pub(crate) replay_buffer: usize,
+    /// How long an attempt waits before a hedge races it, if hedging is on.
+    pub(crate) hedge_after: Option<Duration>,
     pub(crate) streams: StreamSource,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
     pub(crate) on_retry: Option<Box<RetryHook>>,
@@ -344,6 +346,12 @@ impl RetryPolicy {
     /// The schedule of throttled attempts without a usable server delay.
     pub fn throttle_backoff(&self) -> &Backoff {
         &self.shared.throttle_backoff
+    }
+
+    /// How long an attempt waits before a hedge races it, if hedging is on (see
+    /// [`RetryPolicyBuilder::hedge_after`]).
+    pub fn hedge_after(&self) -> Option<Duration> {
+        self.shared.hedge_after
     }
 
     /// The most bytes of a streaming body kept for a retry (see

@@ -67,12 +67,14 @@ pub struct RetryState {
     delays: Option<Box<Schedules>>,
     /// The host's account of a budget kept per host, once the request's host is known.
     partition: Option<Arc<Account>>,
-    /// Time waited for the host's pause before the first attempt.
-    cooldown: Duration,
+    /// Hedged attempts started.
+    hedges: u32,
     /// When the deadline's clock started; `None` until first needed (see [`RetryPolicy::start`]).
     started: Option<Instant>,
     attempts: u32,
-    slept: Duration,
+    /// Time slept between attempts, in nanoseconds (saturating at 584 years): half a `Duration`, in a
+    /// state every request's future holds.
+    slept: u64,
     stop: Option<StopReason>,
     /// A retry was allowed and its budget withdrawn, but it has not been sent yet: given back if the
     /// state is dropped first.
@@ -87,7 +89,7 @@ impl Clone for RetryState {
             policy: self.policy.clone(),
             delays: self.delays.clone(),
             partition: self.partition.clone(),
-            cooldown: self.cooldown,
+            hedges: self.hedges,
             started: self.started,
             attempts: self.attempts,
             slept: self.slept,
@@ -107,7 +109,7 @@ impl fmt::Debug for RetryState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryState")
             .field("attempts", &self.attempts)
-            .field("slept", &self.slept)
+            .field("slept", &self.slept())
             .field("stop", &self.stop)
             .finish_non_exhaustive()
     }
@@ -120,10 +122,10 @@ impl RetryState {
             policy,
             delays: None,
             partition: None,
-            cooldown: Duration::ZERO,
+            hedges: 0,
             started,
             attempts: 0,
-            slept: Duration::ZERO,
+            slept: 0,
             stop: None,
             withdrawn: None,
         }
@@ -191,8 +193,9 @@ impl RetryState {
     pub fn info(&self) -> RetryInfo {
         RetryInfo {
             attempts: self.attempts,
-            slept: self.slept,
-            cooldown: self.cooldown,
+            slept: self.slept(),
+            cooldown: self.delays.as_ref().map_or(Duration::ZERO, |d| d.cooldown),
+            hedges: self.hedges,
             stop: self.stop,
         }
     }
@@ -249,7 +252,7 @@ impl RetryState {
         };
         match decision {
             Decision::Retry(delay) => {
-                self.slept = self.slept.saturating_add(delay);
+                self.sleep(delay);
                 let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
                 let retry_after = self.effective_retry_after(&attempt);
                 log::retrying(request, self.attempts, delay, reason, cause);
@@ -375,9 +378,10 @@ impl RetryState {
             Ok(wait) => {
                 // Before the first attempt the wait is the cooldown; before a retry, more sleep.
                 if self.attempts == 0 {
-                    self.cooldown = self.cooldown.saturating_add(wait);
+                    let schedules = Schedules::of(&mut self.delays, s);
+                    schedules.cooldown = schedules.cooldown.saturating_add(wait);
                 } else {
-                    self.slept = self.slept.saturating_add(wait);
+                    self.sleep(wait);
                 }
                 log::cooling_down(request, wait);
                 metrics::cooldown_wait(request);
@@ -400,6 +404,49 @@ impl RetryState {
                 })
             }
         }
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Whether the attempt in flight may be hedged now: the request is safe to send twice (idempotent,
+    /// or it carries an `Idempotency-Key`), another attempt is within `max_retries`, the deadline is
+    /// ahead, its host is not pausing, adaptive throttling admits it and the budget pays for it, as for
+    /// a retry. If so, the hedge is counted and its withdrawal is final: it is sent at once.
+    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
+        let s = &*self.policy.shared;
+        let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
+        if self.stop.is_some()
+            || !idempotent
+            || self.attempts.saturating_add(self.hedges) >= s.max_retries
+            || self.remaining() == Some(Duration::ZERO)
+            || self.host_pause(request).is_some()
+            || self.admit(request).is_err()
+        {
+            return false;
+        }
+        match self.withdraw(request) {
+            // Sent now: nothing to give back.
+            Ok(_) => {}
+            Err(()) => return false,
+        }
+        self.hedges = self.hedges.saturating_add(1);
+        log::hedging(request, self.attempts.saturating_add(1));
+        metrics::hedge(request);
+        true
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Counts the attempt of a hedged race that lost and was dropped while it ran: made, but never
+    /// answered.
+    pub(crate) fn count_cancelled(&mut self) {
+        self.attempts = self.attempts.saturating_add(1);
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Records an attempt of a hedged race that failed in a way worth retrying while the other attempt
+    /// still ran: made, and set aside for the other's answer.
+    pub(crate) fn set_aside(&mut self, attempt: Attempt, request: Option<&RequestView<'_>>) {
+        self.attempts = self.attempts.saturating_add(1);
+        self.record_response(&attempt, request);
     }
 
     /// Records what an attempt's response says of its host: the pause it asked for, when the policy
@@ -559,6 +606,16 @@ impl RetryState {
             .checked_add(max)
     }
 
+    /// Time slept between attempts.
+    fn slept(&self) -> Duration {
+        Duration::from_nanos(self.slept)
+    }
+
+    fn sleep(&mut self, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.slept = self.slept.saturating_add(nanos);
+    }
+
     /// Ends the retries for `reason`; `failure` is why the last attempt failed, if it did in a way
     /// worth retrying.
     fn stop(
@@ -568,11 +625,11 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
     ) {
         self.stop = Some(reason);
-        log::stopped(request, self.attempts, self.slept, reason, failure);
+        log::stopped(request, self.attempts, self.slept(), reason, failure);
         metrics::call_ended(
             request,
             self.attempts,
-            self.slept,
+            self.slept(),
             reason,
             failure.is_some(),
         );
@@ -704,6 +761,9 @@ impl RetryState {
 struct Schedules {
     transient: DelayState,
     throttle: Option<DelayState>,
+    /// Time waited for the host's pause before the first attempt: here rather than inline, since
+    /// only a request that waited (and drew its wait's spread from here) has any.
+    cooldown: Duration,
 }
 
 impl Schedules {
@@ -712,6 +772,7 @@ impl Schedules {
             Box::new(Self {
                 transient: DelayState::new(&s.backoff, s.streams.next_stream()),
                 throttle: None,
+                cooldown: Duration::ZERO,
             })
         })
     }

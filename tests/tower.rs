@@ -1651,7 +1651,8 @@ mod reqwest_client {
     }
 
     #[tokio::test]
-    async fn a_streaming_body_is_sent_once_and_its_503_returned_as_received() {
+    async fn without_a_replay_buffer_a_streaming_body_is_sent_once_and_its_503_returned_as_received()
+     {
         let server = MockServer::start().await;
         Mock::given(method("PUT"))
             .and(body_string("chunk one, chunk two"))
@@ -1669,7 +1670,7 @@ mod reqwest_client {
         let client = client();
         let request = client.put(server.uri()).body(body).build().unwrap();
 
-        let response = send(quick().build().unwrap(), client, request)
+        let response = send(quick().replay_buffer(0).build().unwrap(), client, request)
             .await
             .unwrap();
 

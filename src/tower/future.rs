@@ -16,7 +16,8 @@ use crate::attempt::RetryInfo;
 use crate::call::{Call, Final};
 use crate::classify::RequestView;
 use crate::error::Error;
-use crate::held::{Held, step};
+use crate::hedge::Hedge;
+use crate::held::{Held, HeldRacers, step};
 use crate::rejected::Rejected;
 use crate::replay::{Replay, Sent};
 use crate::state::RetryState;
@@ -56,6 +57,7 @@ pin_project! {
         call: Call<S::Response>,
         replay: R,
         held: Held<Req, R::Kept>,
+        hedge: Hedge<S::Future>,
     }
 }
 
@@ -107,19 +109,21 @@ where
                 _ => State::Done,
             },
         };
+        let hedge = Hedge::new(call.retry().policy(), || ());
         Self {
             state,
             service,
             call,
             replay,
             held,
+            hedge,
         }
     }
 }
 
 impl<S, Req, R> Future for ResponseFuture<S, Req, R>
 where
-    S: Service<Req>,
+    S: Service<Req> + Clone,
     R: Replay<Req, S::Response, S::Error>,
 {
     type Output = Final<S::Response, S::Error>;
@@ -131,7 +135,20 @@ where
         loop {
             let result = match this.state.as_mut().project() {
                 StateProj::Called { future } => {
-                    let answered = ready!(this.call.poll_attempt(future, cx));
+                    // The hedge, if the policy hedges, goes through a clone of the service, driven ready.
+                    let service = &*this.service;
+                    let mut racers = HeldRacers {
+                        held: &mut *this.held,
+                        replay,
+                        send: |request, cx: &mut Context<'_>, (): &()| {
+                            let mut service = S::clone(service);
+                            match service.poll_ready(cx) {
+                                Poll::Ready(Ok(())) => Some(Box::pin(service.call(request))),
+                                Poll::Ready(Err(_)) | Poll::Pending => None,
+                            }
+                        },
+                    };
+                    let answered = ready!(this.hedge.poll(this.call, future, cx, &mut racers));
                     // The retry's request is made when it is due, so that the future holds one request.
                     match step(answered, this.call, replay, this.held, |_, _| Some(())) {
                         ControlFlow::Continue(()) => {

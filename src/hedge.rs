@@ -1,0 +1,178 @@
+//! Hedging: when an attempt has not answered after `hedge_after`, a second one starts and races it
+//! (see [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)). Written once,
+//! for both adapters, over any attempt future.
+//!
+//! The race: the first answer that is not a failure worth retrying wins, and the other attempt is
+//! dropped, which cancels it. A failure worth retrying that comes while the other attempt still runs is
+//! set aside (counted as an attempt made) and the race waits for the other; if that one fails too, its
+//! failure goes on to the retry logic as any attempt's would. At most two attempts of a call are in
+//! flight, and each attempt is hedged at most once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::call::{Attempted, Call};
+use crate::policy::RetryPolicy;
+use crate::timer::{Timer, after};
+
+/// The hedge of the attempt in flight; nothing allocated for a policy without `hedge_after`. `C` is
+/// what an adapter needs to send a hedge beside the attempt in flight (the middleware: a copy of the
+/// request's extensions, which the attempt in flight borrows), kept with the race.
+pub(crate) struct Hedge<F: ?Sized, C = ()> {
+    race: Option<Box<Race<F, C>>>,
+}
+
+struct Race<F: ?Sized, C> {
+    context: C,
+    /// When to start the hedge.
+    timer: Timer,
+    /// The timer is set for the attempt in flight.
+    armed: bool,
+    /// This attempt has been hedged (or could not be): no other hedge for it.
+    spent: bool,
+    /// The hedge in flight.
+    running: Option<Pin<Box<F>>>,
+    /// The first attempt failed and was set aside: only the hedge is left.
+    first_done: bool,
+}
+
+impl<F: ?Sized, C> Hedge<F, C> {
+    /// A hedge for a call under `policy`: its race is allocated, with `context`, only if the policy
+    /// hedges.
+    pub(crate) fn new(policy: &RetryPolicy, context: impl FnOnce() -> C) -> Self {
+        Self {
+            race: policy.hedge_after().map(|_| {
+                Box::new(Race {
+                    context: context(),
+                    timer: Timer::default(),
+                    armed: false,
+                    spent: false,
+                    running: None,
+                    first_done: false,
+                })
+            }),
+        }
+    }
+}
+
+impl<F: ?Sized, C> std::fmt::Debug for Hedge<F, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hedge")
+            .field(
+                "running",
+                &self.race.as_ref().is_some_and(|r| r.running.is_some()),
+            )
+            .finish()
+    }
+}
+
+impl<F: Future + ?Sized, C> Hedge<F, C> {
+    // `first` may be of another type than the hedge: the middleware's first attempt borrows the
+    // request's extensions, a hedge owns a copy of them.
+    /// Polls the attempt in flight, `first`, and its hedge if one runs, under the call's time limit;
+    /// starts the hedge once the attempt has waited `hedge_after`, if `racers` makes one. Ready with
+    /// the answer that ends the race, or the limit that ended it; a hedge still running then is
+    /// dropped, and so is `first`, by the adapter.
+    ///
+    /// Without `hedge_after` this is [`Call::poll_attempt`].
+    #[inline]
+    pub(crate) fn poll<Res, First>(
+        &mut self,
+        call: &mut Call<Res>,
+        mut first: Pin<&mut First>,
+        cx: &mut Context<'_>,
+        racers: &mut impl Racers<Res, F, C>,
+    ) -> Poll<Attempted<F::Output>>
+    where
+        First: Future<Output = F::Output> + ?Sized,
+    {
+        let (Some(race), Some(hedge_after)) = (&mut self.race, call.retry().policy().hedge_after())
+        else {
+            return call.poll_attempt(first, cx);
+        };
+        loop {
+            if !race.first_done
+                && let Poll::Ready(output) = first.as_mut().poll(cx)
+            {
+                if race.running.is_some() && racers.set_aside(call, &output) {
+                    race.first_done = true;
+                } else {
+                    let loser_running = race.running.is_some();
+                    return Poll::Ready(race.end(call, output, loser_running));
+                }
+            }
+            if let Some(hedge) = &mut race.running
+                && let Poll::Ready(output) = hedge.as_mut().poll(cx)
+            {
+                race.running = None;
+                if race.first_done || !racers.set_aside(call, &output) {
+                    let loser_running = !race.first_done;
+                    return Poll::Ready(race.end(call, output, loser_running));
+                }
+            }
+            if !race.spent {
+                if !race.armed {
+                    race.timer.set(after(hedge_after));
+                    race.armed = true;
+                }
+                if race.timer.poll(cx).is_ready() {
+                    race.spent = true;
+                    if let Some(hedge) = racers.start(call, cx, &race.context) {
+                        race.running = Some(hedge);
+                        // Poll the new hedge at once, so that it registers its waker.
+                        continue;
+                    }
+                }
+            }
+            let limit = std::task::ready!(call.poll_limit(cx));
+            // Both attempts are cut: the one the limit is judged for, and the other, dropped.
+            if race.running.is_some() && !race.first_done {
+                call.retry_mut().count_cancelled();
+            }
+            race.reset();
+            return Poll::Ready(limit);
+        }
+    }
+}
+
+/// What the race needs of an adapter: to judge an answer, and to send the hedge.
+pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
+    /// Judges an answer that came while the other attempt still runs: `true` if it is a failure worth
+    /// retrying, recorded as an attempt made, and then dropped.
+    fn set_aside(&mut self, call: &mut Call<Res>, output: &F::Output) -> bool;
+
+    /// The hedge's attempt, if the call's state lets one go (`RetryState::begin_hedge`) and a copy of
+    /// the request can be sent.
+    fn start(
+        &mut self,
+        call: &mut Call<Res>,
+        cx: &mut Context<'_>,
+        context: &C,
+    ) -> Option<Pin<Box<F>>>;
+}
+
+impl<F: ?Sized, C> Race<F, C> {
+    /// The race is over with `output`: the other attempt, if it still runs (`loser_running`), is
+    /// dropped and counted as made, and the next attempt starts a race of its own.
+    fn end<Res, T>(
+        &mut self,
+        call: &mut Call<Res>,
+        output: T,
+        loser_running: bool,
+    ) -> Attempted<T> {
+        call.answered();
+        if loser_running {
+            call.retry_mut().count_cancelled();
+        }
+        self.reset();
+        Attempted::Answered(output)
+    }
+
+    fn reset(&mut self) {
+        self.running = None;
+        self.armed = false;
+        self.spent = false;
+        self.first_done = false;
+    }
+}

@@ -1,0 +1,304 @@
+//! Hedging (`RetryPolicyBuilder::hedge_after`), through `RetryMiddleware` and `RetryLayer` over
+//! `reqwest::Client`, against a loopback server that holds its first request for 2 s, answers the
+//! others at once, and notices when a connection is closed under a request it is holding.
+#![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use reqwest_middleware::ClientBuilder;
+use stagger::{RetryBudget, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tower::{ServiceBuilder, ServiceExt};
+
+/// What the server saw.
+#[derive(Clone, Default)]
+struct Seen {
+    requests: Arc<AtomicUsize>,
+    /// Connections closed by the client while the server held their request.
+    dropped: Arc<AtomicUsize>,
+}
+
+/// An HTTP/1.1 server on loopback, one request per connection: the first is held for `hold` (and
+/// answered `200` if the client still waits), every later one is answered `200` at once.
+async fn server(hold: Duration) -> (SocketAddr, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let counts = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let counts = counts.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let n = counts.requests.fetch_add(1, Ordering::SeqCst);
+                if n == 0 {
+                    // Hold it; a read of 0 bytes means the client closed the connection.
+                    tokio::select! {
+                        read = stream.read(&mut buf) => {
+                            if matches!(read, Ok(0) | Err(_)) {
+                                counts.dropped.fetch_add(1, Ordering::SeqCst);
+                            }
+                            return;
+                        }
+                        () = tokio::time::sleep(hold) => {}
+                    }
+                }
+                let body = if n == 0 { "slow" } else { "fast" };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn hedging() -> stagger::RetryPolicyBuilder {
+    RetryPolicy::builder().hedge_after(Duration::from_millis(100))
+}
+
+fn reqwest_client() -> reqwest::Client {
+    // One connection per request, so that the first attempt's is its own to drop.
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Middleware,
+    Layer,
+}
+
+/// Sends `method /` through `adapter`; the response, its body, and how long it took.
+async fn send(
+    adapter: Adapter,
+    policy: RetryPolicy,
+    addr: SocketAddr,
+    method: Method,
+) -> (StatusCode, String, RetryInfo, Duration) {
+    let url = format!("http://{addr}/");
+    let start = Instant::now();
+    let response = match adapter {
+        Adapter::Middleware => ClientBuilder::new(reqwest_client())
+            .with(RetryMiddleware::new(policy))
+            .build()
+            .request(method, &url)
+            .send()
+            .await
+            .unwrap(),
+        Adapter::Layer => ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .service(reqwest_client())
+            .oneshot(reqwest::Request::new(method, url.parse().unwrap()))
+            .await
+            .unwrap(),
+    };
+    let took = start.elapsed();
+    let status = response.status();
+    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let body = response.text().await.unwrap();
+    (status, body, info, took)
+}
+
+async fn a_get_hedged_after_100_ms_returns_with_the_hedges_answer(adapter: Adapter) {
+    let (addr, seen) = server(Duration::from_secs(2)).await;
+    let policy = hedging().build().unwrap();
+    let (status, body, info, took) = send(adapter, policy, addr, Method::GET).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "fast"),
+        "{adapter:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_millis(600),
+        "{adapter:?}: {took:?}"
+    );
+    assert_eq!((info.attempts(), info.hedges()), (2, 1), "{adapter:?}");
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 2);
+    // The slow attempt was dropped, and its connection with it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(seen.dropped.load(Ordering::SeqCst), 1, "{adapter:?}");
+}
+
+async fn a_post_without_a_key_is_never_hedged(adapter: Adapter) {
+    let (addr, seen) = server(Duration::from_millis(400)).await;
+    let policy = hedging().build().unwrap();
+    let (status, body, info, took) = send(adapter, policy, addr, Method::POST).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "slow"),
+        "{adapter:?}"
+    );
+    assert!(took >= Duration::from_millis(400), "{adapter:?}: {took:?}");
+    assert_eq!((info.attempts(), info.hedges()), (1, 0), "{adapter:?}");
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+}
+
+async fn an_exhausted_budget_sends_no_hedge(adapter: Adapter) {
+    let (addr, seen) = server(Duration::from_millis(400)).await;
+    let empty = RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_second(0)
+        .build()
+        .unwrap();
+    let policy = hedging().budget(empty).build().unwrap();
+    let (status, body, info, _) = send(adapter, policy, addr, Method::GET).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "slow"),
+        "{adapter:?}"
+    );
+    assert_eq!((info.attempts(), info.hedges()), (1, 0), "{adapter:?}");
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn middleware_a_get_hedged_after_100_ms_returns_with_the_hedges_answer() {
+    a_get_hedged_after_100_ms_returns_with_the_hedges_answer(Adapter::Middleware).await;
+}
+
+#[tokio::test]
+async fn layer_a_get_hedged_after_100_ms_returns_with_the_hedges_answer() {
+    a_get_hedged_after_100_ms_returns_with_the_hedges_answer(Adapter::Layer).await;
+}
+
+#[tokio::test]
+async fn middleware_a_post_without_a_key_is_never_hedged() {
+    a_post_without_a_key_is_never_hedged(Adapter::Middleware).await;
+}
+
+#[tokio::test]
+async fn layer_a_post_without_a_key_is_never_hedged() {
+    a_post_without_a_key_is_never_hedged(Adapter::Layer).await;
+}
+
+#[tokio::test]
+async fn middleware_an_exhausted_budget_sends_no_hedge() {
+    an_exhausted_budget_sends_no_hedge(Adapter::Middleware).await;
+}
+
+#[tokio::test]
+async fn layer_an_exhausted_budget_sends_no_hedge() {
+    an_exhausted_budget_sends_no_hedge(Adapter::Layer).await;
+}
+
+/// In virtual time, over an in-process service: the race's rules.
+mod race {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use http::{Request, Response};
+    use tower::{Layer, service_fn};
+
+    use super::*;
+
+    /// Which calls answered, in the order they did.
+    type Answered = Arc<Mutex<Vec<usize>>>;
+
+    /// A service that answers the n-th call after `script[n].0` ms with status `script[n].1`.
+    fn scripted(
+        script: &'static [(u64, u16)],
+    ) -> (
+        impl tower::Service<Request<()>, Response = Response<&'static str>, Error = Infallible> + Clone,
+        Answered,
+    ) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&answered);
+        let service = service_fn(move |_: Request<()>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let (delay, status) = script[n.min(script.len() - 1)];
+            let log = Arc::clone(&log);
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                log.lock().unwrap().push(n);
+                Ok(Response::builder().status(status).body("").unwrap())
+            }
+        });
+        (service, answered)
+    }
+
+    fn get() -> Request<()> {
+        Request::get("http://api.test/").body(()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_while_the_other_attempt_runs_is_set_aside_for_its_answer() {
+        // The first attempt answers 200 at 300 ms; the hedge, started at 100 ms, fails at 150 ms.
+        let (service, answered) = scripted(&[(300, 200), (50, 503)]);
+        let policy = hedging().max_retries(3).build().unwrap();
+        let start = tokio::time::Instant::now();
+        let response = RetryLayer::new(policy)
+            .layer(service)
+            .oneshot(get())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(start.elapsed(), Duration::from_millis(300));
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!((info.attempts(), info.hedges()), (2, 1));
+        assert_eq!(*answered.lock().unwrap(), [1, 0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_both_attempts_of_a_race_fail_the_call_retries_as_usual() {
+        // First: 503 at 150 ms; hedge (100 ms): 503 at 120 ms, set aside; then a retry succeeds.
+        let (service, _) = scripted(&[(150, 503), (20, 503), (10, 200)]);
+        let policy = hedging()
+            .backoff(stagger::Backoff::fixed(Duration::from_millis(10)))
+            .max_retries(3)
+            .build()
+            .unwrap();
+        let response = RetryLayer::new(policy)
+            .layer(service)
+            .oneshot(get())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!((info.attempts(), info.hedges()), (3, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_counts_towards_max_retries() {
+        let (service, answered) = scripted(&[(300, 200)]);
+        let policy = hedging().max_retries(0).build().unwrap();
+        let response = RetryLayer::new(policy)
+            .layer(service)
+            .oneshot(get())
+            .await
+            .unwrap();
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!((info.attempts(), info.hedges()), (1, 0));
+        assert_eq!(answered.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn hedge_after_zero_is_refused() {
+        assert_eq!(
+            RetryPolicy::builder()
+                .hedge_after(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            stagger::ConfigError::HedgeAfter(Duration::ZERO)
+        );
+    }
+}
