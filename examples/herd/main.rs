@@ -42,6 +42,7 @@
 
 mod args;
 mod outage;
+mod peers;
 mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
 mod real;
