@@ -41,6 +41,7 @@
 //! ```
 
 mod args;
+mod metastable;
 mod outage;
 mod peers;
 mod ratelimit;
@@ -83,6 +84,12 @@ fn main() {
         }
         ratelimit::run(&args);
     }
+    let metastable = args.scenarios.metastable().then(|| {
+        if args.scenarios != args::Scenarios::Metastable {
+            println!();
+        }
+        metastable::run(&args)
+    });
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -102,6 +109,17 @@ fn main() {
         println!(
             "peak RSS {:.1} MiB with the rate-limit scenario",
             peak as f64 / 1024.0
+        );
+    }
+    if let (Some(waiting), Some(peak)) = (metastable, peak_rss()) {
+        // An upper bound: the whole process's peak, over the most calls any row had waiting at once,
+        // times the rows run at once.
+        let threads = args.threads.min(metastable::rows().len());
+        println!(
+            "peak RSS {:.1} MiB with the metastable scenario, at most {:.2} KiB per waiting call \
+             ({threads} × {waiting} calls at once)",
+            peak as f64 / 1024.0,
+            peak as f64 / (threads * waiting.max(1)) as f64,
         );
     }
 }
