@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use http::{Request, StatusCode, Uri};
-use stagger::{RetryLayer, RetryPolicy};
+use stagger::{RetryBudget, RetryLayer, RetryPolicy};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
@@ -46,6 +46,15 @@ fn rows() -> Vec<Row> {
             kind: Kind::Stagger(|seed| {
                 let builder = RetryPolicy::builder().seed(seed);
                 builder.build().expect("a valid policy")
+            }),
+        },
+        // The metastable scenario's budget without its floor: what it costs a client of one request.
+        Row {
+            name: "stagger budget, no floor",
+            kind: Kind::Stagger(|seed| {
+                let budget = RetryBudget::builder().min_per_second(0).build();
+                let builder = RetryPolicy::builder().budget(budget.expect("a budget"));
+                builder.seed(seed).build().expect("a valid policy")
             }),
         },
         Row {
