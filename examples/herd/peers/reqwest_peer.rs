@@ -11,7 +11,7 @@ use reqwest_retry::{Jitter, RetryDecision, RetryPolicy};
 /// reqwest-retry 0.9's retries as its docs set them up, `RetryTransientMiddleware::new_with_policy(
 /// ExponentialBackoff::builder().build_with_max_retries(3))`: 1 s × 2ⁿ under a 30 min cap, full
 /// jitter, three retries, `Retry-After` not read (retry-policies 0.5.2,
-/// src/policies/exponential_backoff.rs:130-139 for the builder's defaults). The delays are
+/// src/policies/exponential_backoff.rs:131-139 for the builder's defaults). The delays are
 /// `ExponentialBackoff::should_retry`'s.
 ///
 /// The crate draws its jitter from `rand::rng()`, a thread-local generator seeded by the OS that no
