@@ -6,19 +6,23 @@ pub(crate) const USAGE: &str =
     "usage: herd [--clients N] [--seed N] [--out DIR] [--threads N] [--scenario NAME]
             [--peer-rng] [--real]
 
-  --clients N        clients in the herd, and callers of the rate-limit scenario, whose quota is
-                     0.8 N requests/s (default 1000; 200 with --real)
+  --clients N        clients in the herd, callers of the rate-limit scenario, whose quota is
+                     0.8 N requests/s, and clients of the metastable one, whose server serves
+                     N requests/s (default 1000; 200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
-  --out DIR          where to write the charts, herd.svg, herd-retry-after.svg and
-                     herd-ratelimit.svg, creating DIR if need be (default target/herd, under
+  --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
+                     herd-ratelimit.svg and herd-metastable.svg, creating DIR if need be (default target/herd, under
                      CARGO_TARGET_DIR if set; --out docs for the README's); not with --real, which
                      draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
-  --scenario NAME    outage (the herd after an outage, and the Retry-After herd), ratelimit (new
-                     requests against a rate-limited server), or all (default)
-  --peer-rng         in the rate-limit scenario, reqwest-retry's jitter from the crate's own
-                     rand::rng(), as in production: that row then differs from run to run
+  --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's
+                     defaults in the herd), ratelimit (new requests against a rate-limited
+                     server), metastable (a FIFO server at 70 % load loses half its capacity
+                     for 5 s), or all (default)
+  --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
+                     rand::rng(), tower's RandomState), as in production: those rows then differ
+                     from run to run
   --real             a smaller herd over loopback sockets (axum and reqwest), in real time; the
                      outage scenario only";
 
@@ -28,15 +32,20 @@ pub(crate) enum Scenarios {
     All,
     Outage,
     RateLimit,
+    Metastable,
 }
 
 impl Scenarios {
     pub(crate) fn outage(self) -> bool {
-        self != Self::RateLimit
+        matches!(self, Self::All | Self::Outage)
     }
 
     pub(crate) fn rate_limit(self) -> bool {
-        self != Self::Outage
+        matches!(self, Self::All | Self::RateLimit)
+    }
+
+    pub(crate) fn metastable(self) -> bool {
+        matches!(self, Self::All | Self::Metastable)
     }
 }
 
@@ -91,9 +100,10 @@ impl Args {
                         "all" => Scenarios::All,
                         "outage" => Scenarios::Outage,
                         "ratelimit" => Scenarios::RateLimit,
+                        "metastable" => Scenarios::Metastable,
                         other => {
                             return Err(format!(
-                                "--scenario {other}: one of outage, ratelimit, all"
+                                "--scenario {other}: one of outage, ratelimit, metastable, all"
                             ));
                         }
                     };
@@ -110,8 +120,8 @@ impl Args {
         if real && out.is_some() {
             return Err("--out: --real draws no charts".into());
         }
-        if real && scenarios == Scenarios::RateLimit {
-            return Err("--scenario ratelimit: --real runs the outage scenario only".into());
+        if real && !scenarios.outage() {
+            return Err("--scenario: --real runs the outage scenario only".into());
         }
         Ok(Self {
             clients: clients.unwrap_or(if real { 200 } else { 1000 }),

@@ -29,19 +29,28 @@
 //! keep sending 1000 new requests/s through one policy. Its rows are stagger's defaults, the same with
 //! `host_cooldown(true)`, reqwest-retry's defaults driven by its own crate, and no retries; its table
 //! gives the `429`s the server sent, the `200`s per second, latency and failures, and its chart,
-//! `herd-ratelimit.svg`, the `429`s and `200`s per 100 ms. `--scenario outage` or `--scenario
-//! ratelimit` runs one of the two; both run by default.
+//! `herd-ratelimit.svg`, the `429`s and `200`s per 100 ms.
+//!
+//! After the two outage herds, a third table runs the classic herd with each library's defaults: the
+//! peers (reqwest-retry 0.9, tower 0.5's backoff, backon 1), their delays computed by their own crates
+//! (`peers/`), beside stagger's defaults. A fourth scenario is metastable overload (`metastable.rs`): a
+//! FIFO server at 70 % of its capacity loses half of it for 5 s, and the clients' 1 s timeouts and
+//! retries keep it down; its chart, `herd-metastable.svg`, is the goodput over time. `--scenario
+//! outage`, `ratelimit` or `metastable` runs one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
 //! cargo run --release --all-features --example herd -- --out docs     # the README's charts
 //! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --out /tmp/herd
 //! cargo run --release --all-features --example herd -- --scenario ratelimit
+//! cargo run --release --all-features --example herd -- --scenario metastable
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
 mod args;
+mod metastable;
 mod outage;
+mod peers;
 mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
 mod real;
@@ -82,6 +91,12 @@ fn main() {
         }
         ratelimit::run(&args);
     }
+    let metastable = args.scenarios.metastable().then(|| {
+        if args.scenarios != args::Scenarios::Metastable {
+            println!();
+        }
+        metastable::run(&args)
+    });
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -101,6 +116,17 @@ fn main() {
         println!(
             "peak RSS {:.1} MiB with the rate-limit scenario",
             peak as f64 / 1024.0
+        );
+    }
+    if let (Some(waiting), Some(peak)) = (metastable, peak_rss()) {
+        // An upper bound: the whole process's peak, over the most calls any row had waiting at once,
+        // times the rows run at once.
+        let threads = args.threads.min(metastable::rows().len());
+        println!(
+            "peak RSS {:.1} MiB with the metastable scenario, at most {:.2} KiB per waiting call \
+             ({threads} × {waiting} calls at once)",
+            peak as f64 / 1024.0,
+            peak as f64 / (threads * waiting.max(1)) as f64,
         );
     }
 }

@@ -1,4 +1,7 @@
-//! The herds after an outage: every backoff, the budget, and the `Retry-After` herd.
+//! The herds after an outage: every backoff, the budget, the `Retry-After` herd, and each library's
+//! defaults ([`defaults`]).
+
+mod defaults;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -94,7 +97,7 @@ pub(crate) fn run(args: &Args) -> usize {
         told.server.capacity_per_bucket(),
     );
     judge_spread(&retry_after[0].1, &retry_after[1].1);
-    jobs.len()
+    jobs.len() + defaults::run(args, &scenario)
 }
 
 /// One herd: who the clients are and what the server does.

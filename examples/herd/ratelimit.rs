@@ -12,7 +12,7 @@
 //!
 //! - stagger's defaults (`RetryPolicy::default()`, seeded), then the same with `host_cooldown(true)`;
 //! - reqwest-retry 0.9 with its documented policy and its `DefaultRetryableStrategy`, driven by its
-//!   own crate (see [`peer`]);
+//!   own crate (see [`peers`](crate::peers));
 //! - no retries, the baseline.
 //!
 //! `--clients N` scales the callers and keeps the ratio: the quota is 0.8 N requests/s.
@@ -20,7 +20,6 @@
 mod chart;
 mod figures;
 mod limiter;
-mod peer;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -37,10 +36,10 @@ use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
 use crate::args::Args;
+use crate::peers::{Peer, PeerClient};
 use crate::sim::{Network, SimulatedServer, mix, run_in_parallel};
 use figures::{Call, Figures, Outcome, print_header, print_notes, print_row};
 use limiter::Limiter;
-use peer::ReqwestRetry;
 
 /// How long the callers send new requests.
 const SEND_FOR: Duration = Duration::from_secs(20);
@@ -231,7 +230,7 @@ async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
 /// One row's client: the stagger layer every caller shares, or reqwest-retry's policy.
 enum Caller {
     Stagger(RetryLayer),
-    ReqwestRetry(Rc<ReqwestRetry>),
+    ReqwestRetry(Rc<PeerClient>),
 }
 
 impl Caller {
@@ -242,7 +241,8 @@ impl Caller {
             }
             Client::ReqwestRetry => {
                 let seed = stream(scenario.seed, PEER_JITTER);
-                let peer = ReqwestRetry::new((!scenario.peer_rng).then_some(seed));
+                let peer =
+                    PeerClient::new(Peer::ReqwestRetry, (!scenario.peer_rng).then_some(seed));
                 Self::ReqwestRetry(Rc::new(peer))
             }
         }
@@ -269,7 +269,9 @@ impl Caller {
             }
             Self::ReqwestRetry(peer) => {
                 let peer = Rc::clone(peer);
-                Box::pin(async move { Outcome::reqwest_retry(&peer.call(server, &uri).await) })
+                Box::pin(
+                    async move { Outcome::reqwest_retry(&peer.call(server, &uri, None).await) },
+                )
             }
         }
     }

@@ -120,24 +120,9 @@ impl<M: Model> Network<M> {
         }
     }
 
-    /// One hop, in whole milliseconds: |Normal(1 ms, sd 0.2 ms)| rounded up, at least 1.
-    ///
-    /// A message leaves at the start of a millisecond and is delivered in the millisecond its hop ends
-    /// in, so only the rounded hop matters, and it is drawn from its own distribution: 1 ms when the hop
-    /// is at most 1 ms (probability 1/2), 3 ms when it is over 2 ms (`P(Z > 5)`, 2.9e-7), 2 ms
-    /// otherwise (longer hops, `P(Z > 10)` = 7.6e-24, are left out). Drawing the normal itself (Box–Muller:
-    /// a logarithm, a sine and a cosine) cost a sixth of the whole simulation.
+    /// One hop, in whole milliseconds: see [`hop_ms`].
     fn hop_ms(&mut self) -> u64 {
-        /// `P(Z > 5)` for a standard normal `Z`, times 2^64.
-        const OVER_2_MS: u64 = (2.866_515_718_791_939e-7 * 18_446_744_073_709_551_616.0) as u64;
-        let draw: u64 = self.rng.random();
-        if draw < 1 << 63 {
-            1
-        } else if draw < u64::MAX - OVER_2_MS {
-            2
-        } else {
-            3
-        }
+        hop_ms(&mut self.rng)
     }
 
     /// A client sends a request.
@@ -266,6 +251,26 @@ impl<M: Model> Future for Reply<M> {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// One hop, in whole milliseconds: |Normal(1 ms, sd 0.2 ms)| rounded up, at least 1.
+///
+/// A message leaves at the start of a millisecond and is delivered in the millisecond its hop ends
+/// in, so only the rounded hop matters, and it is drawn from its own distribution: 1 ms when the hop
+/// is at most 1 ms (probability 1/2), 3 ms when it is over 2 ms (`P(Z > 5)`, 2.9e-7), 2 ms
+/// otherwise (longer hops, `P(Z > 10)` = 7.6e-24, are left out). Drawing the normal itself (Box–Muller:
+/// a logarithm, a sine and a cosine) cost a sixth of the whole simulation.
+pub(crate) fn hop_ms(rng: &mut SmallRng) -> u64 {
+    /// `P(Z > 5)` for a standard normal `Z`, times 2^64.
+    const OVER_2_MS: u64 = (2.866_515_718_791_939e-7 * 18_446_744_073_709_551_616.0) as u64;
+    let draw: u64 = rng.random();
+    if draw < 1 << 63 {
+        1
+    } else if draw < u64::MAX - OVER_2_MS {
+        2
+    } else {
+        3
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use http::StatusCode;
 use stagger::RetryInfo;
 
-use super::peer::Ended;
 use super::{SEND_FOR, SLOT};
+use crate::peers::Ended;
 
 /// How one call ended, and when.
 pub(super) struct Call {
@@ -48,7 +48,7 @@ impl Outcome {
 
     pub(super) fn reqwest_retry(ended: &Ended) -> Self {
         Self {
-            ok: ended.status == StatusCode::OK,
+            ok: ended.status == Some(StatusCode::OK),
             attempts: ended.attempts,
             held: Duration::ZERO,
             why: ended.why.map(str::to_string),
