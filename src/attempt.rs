@@ -171,9 +171,9 @@ impl Attempt {
     /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
     ///
     /// let policy = RetryPolicy::default();
-    /// let timeout = Attempt::new(Outcome::RetryIfIdempotent(Reason::Timeout));
-    /// assert!(matches!(policy.start().decide(timeout), Decision::Retry(_)));
-    /// let post = timeout.idempotent(false);
+    /// let reset = Attempt::new(Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+    /// assert!(matches!(policy.start().decide(reset), Decision::Retry(_)));
+    /// let post = reset.idempotent(false);
     /// assert_eq!(policy.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
     /// ```
     pub const fn idempotent(mut self, idempotent: bool) -> Self {

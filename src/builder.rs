@@ -464,7 +464,11 @@ impl RetryPolicyBuilder {
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), stagger::ConfigError> {
-    /// let policy = RetryPolicy::builder().attempt_timeout(Duration::from_secs(2)).build()?;
+    /// // No budget: one call has not paid for retrying a timeout (see `RetryBudget`).
+    /// let policy = RetryPolicy::builder()
+    ///     .attempt_timeout(Duration::from_secs(2))
+    ///     .no_budget()
+    ///     .build()?;
     /// let attempts = AtomicU32::new(0);
     /// let hangs_once = || async {
     ///     let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;

@@ -333,6 +333,7 @@ impl<E> Error<E> {
     /// let policy = RetryPolicy::builder()
     ///     .attempt_timeout(Duration::from_secs(1))
     ///     .max_retries(1)
+    ///     .no_budget()
     ///     .build()
     ///     .unwrap();
     /// let hangs = || std::future::pending::<std::io::Result<()>>();

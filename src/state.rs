@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
-use crate::budget::{Account, RetryBudget};
+use crate::budget::{Account, RetryBudget, RetryKind};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::cooldown::{self, Cooldowns, Host, Pause};
 use crate::log::{self, DelayCause};
@@ -423,7 +423,7 @@ impl RetryState {
         {
             return false;
         }
-        match self.withdraw(request) {
+        match self.withdraw(request, RetryKind::Plain) {
             // Sent now: nothing to give back.
             Ok(_) => {}
             Err(()) => return false,
@@ -545,7 +545,11 @@ impl RetryState {
     /// Takes one retry from the budget: from the host's own account when the budget is kept per host
     /// (the host's request deposits there when first seen), from the shared one otherwise. `Err` if
     /// the balance does not allow it; `Ok(None)` without a budget.
-    fn withdraw(&mut self, request: Option<&RequestView<'_>>) -> Result<Option<Withdrawal>, ()> {
+    fn withdraw(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        kind: RetryKind,
+    ) -> Result<Option<Withdrawal>, ()> {
         let Some(budget) = &self.policy.shared.budget else {
             return Ok(None);
         };
@@ -553,9 +557,9 @@ impl RetryState {
             self.resolve_partition(request);
             self.partition
                 .as_ref()
-                .and_then(|partition| partition.withdraw())
+                .and_then(|partition| partition.withdraw(kind))
         } else {
-            budget.withdraw()
+            budget.withdraw(kind)
         };
         withdrawal.map(Some).ok_or(())
     }
@@ -747,7 +751,14 @@ impl RetryState {
         if self.admit(request).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
-        match self.withdraw(request) {
+        // A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
+        // replaces may still be in the server's queue, to be served for nobody. It is paid from the
+        // requests' deposits only, never the floor (see `RetryBudget`).
+        let kind = match attempt.outcome.reason() {
+            Some(Reason::Timeout) => RetryKind::Timeout,
+            _ => RetryKind::Plain,
+        };
+        match self.withdraw(request, kind) {
             Ok(withdrawal) => self.withdrawn = withdrawal,
             Err(()) => return (Decision::Stop(StopReason::Budget), cause),
         }

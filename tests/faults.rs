@@ -26,11 +26,14 @@ fn deadline_300ms() -> RetryPolicy {
         .unwrap()
 }
 
-/// A retry at once after each failure, a 200 ms limit per attempt.
+/// A retry at once after each failure, a 200 ms limit per attempt. No budget: a client sending one
+/// request has no deposits to pay for retrying a timeout (the budget's floor does not pay for them),
+/// and these tests are about the time limit.
 fn attempt_timeout_200ms() -> RetryPolicy {
     RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))
         .attempt_timeout(ms(200))
+        .no_budget()
         .build()
         .unwrap()
 }

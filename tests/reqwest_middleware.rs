@@ -505,9 +505,10 @@ async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
         .mount(&server)
         .await;
     let events = Events::default();
+    // No budget: a client sending one request has no deposits to pay for retrying a timeout.
     let client = client_with(
         reqwest_client().timeout(ms(100)).build().unwrap(),
-        quick().on_retry(events.hook()).build().unwrap(),
+        quick().no_budget().on_retry(events.hook()).build().unwrap(),
     );
 
     let report = RetryReport::new();
@@ -735,4 +736,45 @@ async fn the_retry_and_the_give_up_are_logged_with_the_request_s_method_host_and
         assert_eq!(event.field("error.type"), "503");
     }
     assert_eq!(gave_up.field("stop.reason"), "max retries reached");
+}
+
+#[tokio::test]
+async fn with_the_default_budget_a_lone_requests_timeout_is_not_retried_but_its_503_is() {
+    // The budget's floor pays for retrying a 503, never a timeout: the one request sent has not paid
+    // for that (see `RetryBudget`, "Timeouts").
+    let server = MockServer::start().await;
+    Mock::given(path("/slow"))
+        .respond_with(ResponseTemplate::new(200).set_delay(ms(1000)))
+        .mount(&server)
+        .await;
+    Mock::given(path("/busy"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let client = client_with(
+        reqwest_client().timeout(ms(100)).build().unwrap(),
+        quick().build().unwrap(),
+    );
+
+    let report = RetryReport::new();
+    let result = client
+        .get(format!("{}/slow", server.uri()))
+        .with_extension(report.clone())
+        .send()
+        .await;
+    assert!(matches!(result, Err(reqwest_middleware::Error::Reqwest(e)) if e.is_timeout()));
+    assert_eq!(hits(&server, "/slow").await, 1);
+    let timed_out = report.get().unwrap();
+    assert_eq!(
+        (timed_out.attempts(), timed_out.stop_reason()),
+        (1, Some(StopReason::Budget))
+    );
+
+    let response = client
+        .get(format!("{}/busy", server.uri()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(info(&response).attempts(), 3);
+    assert_eq!(hits(&server, "/busy").await, 3);
 }

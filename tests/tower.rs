@@ -1004,19 +1004,41 @@ async fn a_concurrency_limit_inside_the_layer_holds_across_retries() {
 // dropped mid-sleep, a `Replay` that breaks its contract
 // ---------------------------------------------------------------------------------------------------
 
+fn hung(
+    hits: &Hits,
+) -> impl Service<Req, Response = Res, Error = Infallible, Future: Send> + Clone {
+    let hits = hits.clone();
+    service_fn(move |_: Req| {
+        hits.hit();
+        std::future::pending::<Result<Res, Infallible>>()
+    })
+}
+
 #[tokio::test(start_paused = true)]
-async fn the_default_policy_gives_up_on_a_hung_service_at_30_s_after_3_attempts() {
+async fn the_default_policy_gives_up_on_a_hung_service_after_10_s_when_no_request_paid_for_a_retry()
+{
     let hits = Hits::default();
-    let hung = {
-        let hits = hits.clone();
-        service_fn(move |_: Req| {
-            hits.hit();
-            std::future::pending::<Result<Res, Infallible>>()
-        })
-    };
     let start = Instant::now();
 
-    let error = send(RetryPolicy::default(), hung, get()).await.unwrap_err();
+    let error = send(RetryPolicy::default(), hung(&hits), get())
+        .await
+        .unwrap_err();
+
+    // The attempt is cut at 10 s (`attempt_timeout`). Retrying a timeout is paid from the requests'
+    // deposits only, and one request has not paid for it: the budget stops the retries.
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert!(error.is_attempt_timeout(), "{error:?}");
+    assert_eq!(hits.count(), 1);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::Budget));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_the_default_policy_gives_up_on_a_hung_service_at_30_s_after_3_attempts() {
+    let hits = Hits::default();
+    let start = Instant::now();
+
+    let policy = RetryPolicy::builder().no_budget().build().unwrap();
+    let error = send(policy, hung(&hits), get()).await.unwrap_err();
 
     // Attempts cut at 10 s each (`attempt_timeout`), retried after a jittered 100 and 200 ms ceiling;
     // the third is cut by the 30 s deadline.
