@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod beyond;
+
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
-use crate::budget::{Account, RetryBudget, RetryKind};
+use crate::budget::{Account, RetryKind};
 use crate::classify::{Outcome, Reason, RequestView};
-use crate::cooldown::{self, Cooldowns, Host, Pause};
 use crate::log::{self, DelayCause};
 use crate::metrics;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
-use crate::rejected::Rejected;
 
 /// Which of the two time limits ends first for the attempt in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,192 +290,6 @@ impl RetryState {
         reason
     }
 
-    /// Before the first attempt of `request`: how long to wait for its host's pause to end, if the
-    /// policy has `host_cooldown` on and the host asked for one; or the [`Rejected`] the call ends
-    /// with, unsent, when the pause outlasts `max_retry_after` or the time left, or adaptive throttling
-    /// rejects the request.
-    ///
-    /// With neither on, or with the cooldown on and no pause in force anywhere, this is at most one
-    /// atomic load: no clock read, no lock, and `view` is not asked for.
-    #[inline]
-    pub(crate) fn before_first<'v>(
-        &mut self,
-        view: impl FnOnce() -> Option<RequestView<'v>>,
-    ) -> Result<Option<Duration>, Rejected> {
-        let s = &*self.policy.shared;
-        let cooling = s.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
-        let per_host = s.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && s.throttles.is_none() {
-            return Ok(None);
-        }
-        self.before_first_slow(view().as_ref(), cooling)
-    }
-
-    #[cold]
-    fn before_first_slow(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-        cooling: bool,
-    ) -> Result<Option<Duration>, Rejected> {
-        self.resolve_partition(request);
-        if let Err(p) = self.admit(request) {
-            self.stop(StopReason::Throttled, None, request);
-            return Err(Rejected::throttled(p, self.info()));
-        }
-        if cooling {
-            return self.wait_for_host(request);
-        }
-        Ok(None)
-    }
-
-    /// Asks `request`'s adaptive throttle whether an attempt may go out: `Err(p)` if it is rejected
-    /// locally, with probability `p`. Always `Ok` without adaptive throttling.
-    fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
-        let s = &*self.policy.shared;
-        let Some(throttles) = &s.throttles else {
-            return Ok(());
-        };
-        let delays = &mut self.delays;
-        throttles
-            .of(request.and_then(Host::of))
-            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
-    }
-
-    /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
-    /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
-    /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    #[inline]
-    pub(crate) fn recheck_pause(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<Option<Duration>, Rejected> {
-        match &self.policy.shared.cooldowns {
-            Some(cooldowns) if cooldowns.is_armed() => self.wait_for_host(request),
-            _ => Ok(None),
-        }
-    }
-
-    #[cold]
-    fn wait_for_host(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<Option<Duration>, Rejected> {
-        let Some(pause) = self.host_pause(request) else {
-            return Ok(None);
-        };
-        let policy = self.policy.clone();
-        let s = &*policy.shared;
-        if s.max_elapsed.is_some() && self.started.is_none() {
-            // The wait is part of the call.
-            self.started = Some(Instant::now());
-        }
-        let remaining = self.remaining();
-        let delays = Schedules::of(&mut self.delays, s);
-        match cooldown::wait(pause, s.max_retry_after, remaining, |window| {
-            delays.transient.uniform(window)
-        }) {
-            Ok(wait) => {
-                // Before the first attempt the wait is the cooldown; before a retry, more sleep.
-                if self.attempts == 0 {
-                    let schedules = Schedules::of(&mut self.delays, s);
-                    schedules.cooldown = schedules.cooldown.saturating_add(wait);
-                } else {
-                    self.sleep(wait);
-                }
-                log::cooling_down(request, wait);
-                metrics::cooldown_wait(request);
-                Ok(Some(wait))
-            }
-            Err(limit) => {
-                if self.attempts == 0 {
-                    self.stop(StopReason::Cooldown, None, request);
-                } else {
-                    self.abandon(StopReason::Cooldown, request);
-                }
-                let info = self.info();
-                Err(match limit {
-                    cooldown::Limit::MaxRetryAfter => {
-                        Rejected::over_max_retry_after(pause.left, s.max_retry_after, info)
-                    }
-                    cooldown::Limit::Deadline => {
-                        Rejected::past_deadline(pause.left, remaining.unwrap_or_default(), info)
-                    }
-                })
-            }
-        }
-    }
-
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Whether the attempt in flight may be hedged now: the request is safe to send twice (idempotent,
-    /// or it carries an `Idempotency-Key`), another attempt is within `max_retries`, the deadline is
-    /// ahead, its host is not pausing, adaptive throttling admits it and the budget pays for it, as for
-    /// a retry. If so, the hedge is counted and its withdrawal is final: it is sent at once.
-    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
-        let s = &*self.policy.shared;
-        let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
-        if self.stop.is_some()
-            || !idempotent
-            || self.attempts.saturating_add(self.hedges) >= s.max_retries
-            || self.remaining() == Some(Duration::ZERO)
-            || self.host_pause(request).is_some()
-            || self.admit(request).is_err()
-        {
-            return false;
-        }
-        match self.withdraw(request, RetryKind::Plain) {
-            // Sent now: nothing to give back.
-            Ok(_) => {}
-            Err(()) => return false,
-        }
-        self.hedges = self.hedges.saturating_add(1);
-        log::hedging(request, self.attempts.saturating_add(1));
-        metrics::hedge(request);
-        true
-    }
-
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Counts the attempt of a hedged race that lost and was dropped while it ran: made, but never
-    /// answered.
-    pub(crate) fn count_cancelled(&mut self) {
-        self.attempts = self.attempts.saturating_add(1);
-    }
-
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Records an attempt of a hedged race that failed in a way worth retrying while the other attempt
-    /// still ran: made, and set aside for the other's answer.
-    pub(crate) fn set_aside(&mut self, attempt: Attempt, request: Option<&RequestView<'_>>) {
-        self.attempts = self.attempts.saturating_add(1);
-        self.record_response(&attempt, request);
-    }
-
-    /// Records what an attempt's response says of its host: the pause it asked for, when the policy
-    /// keeps pauses, and whether the backend accepted it, for adaptive throttling.
-    fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        let s = &*self.policy.shared;
-        if let (Some(cooldowns), Some(asked)) = (&s.cooldowns, attempt.cooldown)
-            && let Some(host) = request.and_then(Host::of)
-        {
-            cooldowns.record(host, asked, Instant::now());
-        }
-        if let Some(throttles) = &s.throttles
-            && !attempt.outcome.is_retryable()
-        {
-            throttles
-                .of(request.and_then(Host::of))
-                .accepted(Instant::now());
-        }
-    }
-
-    /// The pause `request`'s host is in, if the policy keeps pauses and one is in force.
-    fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
-        let cooldowns = self.policy.shared.cooldowns.as_ref()?;
-        if !cooldowns.is_armed() {
-            return None;
-        }
-        cooldowns.pause(request.and_then(Host::of)?, Instant::now)
-    }
-
     /// Call right before sending a retry that [`decide`](Self::decide) allowed: checks the deadline
     /// again, since the sleep or the inner service's readiness may have overrun it, and commits the
     /// retry's budget withdrawal.
@@ -539,42 +353,6 @@ impl RetryState {
             (Some(partition), _) => partition.refund(withdrawal),
             (None, Some(budget)) => budget.refund(withdrawal),
             (None, None) => {}
-        }
-    }
-
-    /// Takes one retry from the budget: from the host's own account when the budget is kept per host
-    /// (the host's request deposits there when first seen), from the shared one otherwise. `Err` if
-    /// the balance does not allow it; `Ok(None)` without a budget.
-    fn withdraw(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-        kind: RetryKind,
-    ) -> Result<Option<Withdrawal>, ()> {
-        let Some(budget) = &self.policy.shared.budget else {
-            return Ok(None);
-        };
-        let withdrawal = if budget.per_host() {
-            self.resolve_partition(request);
-            self.partition
-                .as_ref()
-                .and_then(|partition| partition.withdraw(kind))
-        } else {
-            budget.withdraw(kind)
-        };
-        withdrawal.map(Some).ok_or(())
-    }
-
-    /// With a budget kept per host, finds the request's host's account and deposits the request in it,
-    /// once.
-    fn resolve_partition(&mut self, request: Option<&RequestView<'_>>) {
-        if self.partition.is_some() {
-            return;
-        }
-        if let Some(partition) = (self.policy.shared.budget.as_ref())
-            .and_then(|budget| budget.partition(request.and_then(Host::of)))
-        {
-            partition.deposit();
-            self.partition = Some(partition);
         }
     }
 

@@ -1,0 +1,232 @@
+//! The settings of [`RetryPolicyBuilder`] beyond retrying a failed attempt after a backoff: what
+//! throttling waits on, the host cooldown, adaptive throttling, hedging and the replay buffer.
+
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::builder::RetryPolicyBuilder;
+
+impl RetryPolicyBuilder {
+    /// Sets the schedule of a throttled attempt, one the server refused to limit the client's rate
+    /// rather than because it failed: a `429`, or a `503` with a rate-limit header (see
+    /// [`server_delay`](crate::server_delay)) that does not say quota remains (a
+    /// `X-RateLimit-Remaining: 4999`, sent on every response by some APIs, does not make a `503`
+    /// throttling), that gives no usable delay. Defaults to
+    /// [`RetryPolicy::DEFAULT_THROTTLE_BACKOFF`](crate::RetryPolicy::DEFAULT_THROTTLE_BACKOFF): exponential from 500 ms, base 2, 20 s cap, equal
+    /// jitter (250–500 ms, 0.5–1 s, 1–2 s, …).
+    ///
+    /// A transient failure (a `503` without such a header, a reset) is over in a moment, and the
+    /// backoff's 100 ms suits it; a rate limit is counted over a window, most often a second or more,
+    /// and a retry 0–100 ms later meets the same limit and spends another request of the quota. So
+    /// throttling has its own schedule, as the AWS SDKs (a 500 ms base delay for throttling errors
+    /// against 100 ms for others, equal jitter) and gRPC (which tells `RESOURCE_EXHAUSTED` from
+    /// `UNAVAILABLE`) do. Equal jitter keeps a floor under the first wait, which full jitter would not.
+    /// A server delay, when there is one, is used instead, as for any retry.
+    ///
+    /// The throttle schedule counts its own retries: the `n`-th throttled retry waits on its `c(n)`,
+    /// whatever transient failures came between.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Backoff, RetryPolicy};
+    ///
+    /// // A quota counted per minute: back off in seconds, not milliseconds.
+    /// let policy = RetryPolicy::builder()
+    ///     .throttle_backoff(Backoff::exponential(Duration::from_secs(2)).max_delay(Duration::from_secs(60)))
+    ///     .build()?;
+    /// assert_eq!(policy.throttle_backoff().initial(), Duration::from_secs(2));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn throttle_backoff(mut self, backoff: Backoff) -> Self {
+        self.throttle_backoff = backoff;
+        self
+    }
+
+    /// Sets whether a pause a host asks for holds every request to it, not only the retries of the
+    /// request it answered. Defaults to `false`.
+    ///
+    /// With it on, a `429` or a `503` that carries a server delay (`Retry-After`, `retry-after-ms`, a
+    /// rate-limit header: see [`server_delay`](crate::server_delay)), or any response whose
+    /// rate-limit headers say the quota is spent (`RateLimit: "name";r=0;t=30`,
+    /// `X-RateLimit-Remaining: 0`), starts a pause for its host (name and port) until that delay has
+    /// passed. Every later request to the host through this policy — every clone of the layer or the
+    /// middleware — waits before its first attempt until the pause ends, plus a uniform share of a
+    /// window as long as the pause (`RetryAfterMode::Spread`'s rule), so that the waiters do not all
+    /// leave in the same millisecond; a retry to the host waits at least until it ends too. A pause
+    /// that outlasts `max_retry_after` or the time left before the deadline is not waited for: the
+    /// request is not sent, and the call fails at once with a [`Rejected`](crate::Rejected) error
+    /// whose [`RetryInfo`](crate::RetryInfo) says [`StopReason::Cooldown`](crate::StopReason::Cooldown).
+    /// The time waited is [`RetryInfo::cooldown`](crate::RetryInfo::cooldown).
+    ///
+    /// What it saves: after a `429`, the stampede that matters is not the retries but the new requests
+    /// the same process keeps sending while the server has said to wait; each is refused and spends the
+    /// server's quota or capacity again. The AWS SDKs hold new requests so in their adaptive mode.
+    /// What it costs: a client asking steadily for more than its quota waits instead of failing. In
+    /// `examples/herd/` (1 000 requests a second against a quota of 800), the server sent 91 `429`s
+    /// instead of 7 046 and no call failed instead of 2 849, at the same goodput, but the median call
+    /// took 707 ms instead of 3 ms, and the 99th percentile 12 s, as the excess queued in the client.
+    ///
+    /// Why it is off by default: a host is not always one quota. GitHub counts search, the core API
+    /// and GraphQL separately on one host, and many APIs limit per endpoint or per key; a pause asked
+    /// for by one endpoint would then hold requests the server would have served, for as long as 30 s.
+    /// Turn it on for an API with one quota per host, or give such an endpoint a policy of its own
+    /// (policies do not share their pauses). The memory it takes is bounded: at most 4 096 hosts, and a
+    /// host's entry is gone once its pause ends. A policy with it on and no pause in force costs one
+    /// atomic load per request.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder().host_cooldown(true).build()?;
+    /// assert!(policy.host_cooldown());
+    /// assert!(!RetryPolicy::default().host_cooldown());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn host_cooldown(mut self, enabled: bool) -> Self {
+        self.host_cooldown = enabled;
+        self
+    }
+
+    /// Turns on client-side adaptive throttling, with multiplier `k`: an attempt to a backend that has
+    /// been refusing most of what this client sends is rejected locally, without reaching it, with
+    /// probability `max(0, (requests − k·accepts) / (requests + 1))` over the last
+    /// [`adaptive_throttle_window`](Self::adaptive_throttle_window) (Google SRE book, "Handling
+    /// Overload"). Off by default; `k = 2.0` is the book's choice.
+    ///
+    /// *Requests* are the attempts the client was about to send, those rejected locally included;
+    /// *accepts* are the attempts the backend answered with anything but a reason to retry (a success,
+    /// or a fatal answer such as a `404`): a `503`, a timeout or a refused connection is not an accept.
+    /// So a client sends at most about `k` times what its backend accepts. When the backend is
+    /// overloaded — answering slowly, timing out, refusing — the load it sees falls towards `k` times
+    /// its capacity instead of every client's whole demand plus its retries, which is what lets it
+    /// recover from a metastable overload; when it is healthy, accepts equal requests and nothing is
+    /// rejected. It lets go as the window slides past the overload: with the default 10 s window, a
+    /// client offering 500 requests a second to a backend of capacity 50 sends 100 of them (2 × 50);
+    /// once the backend recovers, 19 % get through in the first second, then more each second, and
+    /// all of them once the accepts of the last window are half its requests, about 11 s later
+    /// (`tests/overload.rs`). Each host has its own throttle, kept by every clone of the policy (at most 4 096
+    /// hosts).
+    ///
+    /// A first attempt rejected locally ends the call at once with [`Rejected`](crate::Rejected)
+    /// ([`StopReason::Throttled`](crate::StopReason::Throttled), no attempt made); a retry rejected
+    /// locally ends the call with the last result received, like a spent budget. `k` must be finite and
+    /// at least `1.0` (below it, a healthy backend would be throttled), or
+    /// [`build`](Self::build) returns [`ConfigError::AdaptiveThrottle`](crate::ConfigError::AdaptiveThrottle).
+    ///
+    /// Why it is off by default: it rejects requests the backend might have served, so its gain shows
+    /// only under overload, and the retry budget already keeps retries from adding more than 20 % to
+    /// the load of a failing backend. Turn it on for a client whose own first attempts can overload its
+    /// backend: many clients, no admission control at the server.
+    ///
+    /// ```
+    /// use stagger::{ConfigError, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder().adaptive_throttle(2.0).build()?;
+    /// assert_eq!(policy.adaptive_throttle(), Some(2.0));
+    /// assert_eq!(
+    ///     RetryPolicy::builder().adaptive_throttle(0.5).build().unwrap_err(),
+    ///     ConfigError::AdaptiveThrottle(0.5)
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn adaptive_throttle(mut self, k: f64) -> Self {
+        self.adaptive_throttle = Some(k);
+        self
+    }
+
+    /// Turns on hedging: when an attempt has not answered after `delay`, a second attempt of the same
+    /// request starts beside it, and the first acceptable answer wins. Off by default.
+    ///
+    /// Tail latency is fixed by hedging, not by retrying: a retry waits for the slow attempt to fail,
+    /// a hedge does not. In "The Tail at Scale" (Dean and Barroso, 2013), a hedge sent after 10 ms cut
+    /// the 99.9th percentile of a Bigtable read from 1 800 ms to 74 ms for 2 % more requests. Set
+    /// `delay` near the 95th percentile of the endpoint's latency: then about 5 % of the requests are
+    /// hedged.
+    ///
+    /// The race: an answer that is not a failure worth retrying (a success, or a fatal answer such as
+    /// a `404`) wins at once, and the other attempt is dropped, which cancels it (its connection is
+    /// closed or its stream reset). A failure worth retrying while the other attempt still runs is set
+    /// aside, and the call waits for the other; when both fail, the last failure goes to the retry
+    /// logic as usual. At most two attempts of a call are in flight, and each attempt is hedged at most
+    /// once. The time limits cover the race: the attempt timeout runs from the first attempt of it.
+    ///
+    /// A hedge is a retry sent early, and it is held to the same rules: only a request that is safe to
+    /// send twice (an idempotent method, or an `Idempotency-Key`) and that the adapter holds a copy of
+    /// is hedged; it counts towards `max_retries`, spends the retry budget (an exhausted budget sends
+    /// no hedge), and is not sent past the deadline, to a host that is pausing, or when adaptive
+    /// throttling rejects it. [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
+    /// tower layer the inner service must be `Clone` (as it must be for retries): the hedge goes
+    /// through a clone, driven ready first.
+    ///
+    /// `delay` must not be zero ([`ConfigError::HedgeAfter`](crate::ConfigError::HedgeAfter)): that would send every request twice.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// // This endpoint answers within 40 ms 95 % of the time.
+    /// let policy = RetryPolicy::builder().hedge_after(Duration::from_millis(40)).build()?;
+    /// assert_eq!(policy.hedge_after(), Some(Duration::from_millis(40)));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn hedge_after(mut self, delay: Duration) -> Self {
+        self.hedge_after = Some(delay);
+        self
+    }
+
+    /// Sets the most bytes of a request body that cannot be copied that are kept, as they stream out,
+    /// so that a retry can send them again. Defaults to 64 KiB
+    /// ([`RetryPolicy::DEFAULT_REPLAY_BUFFER`](crate::RetryPolicy::DEFAULT_REPLAY_BUFFER)); `0` sends such bodies once.
+    ///
+    /// A body that can be copied (a `reqwest` body made from bytes, an `http::Request<B>` with
+    /// `B: Clone`) is copied as always. A streaming one — `reqwest::Body::wrap_stream`, or an
+    /// `http::Request<`[`ReplayBody<B>`](crate::ReplayBody)`>` for a service over `http` types — is
+    /// recorded as it goes out: if the attempt fails in a way worth retrying and the whole body fit, the
+    /// retry sends the recording byte for byte; if it did not fit (or ended with trailers or an error),
+    /// the request is not retried and the result is returned as received
+    /// ([`StopReason::NotReplayable`](crate::StopReason::NotReplayable)). The recording holds the
+    /// chunks the body yielded, shared rather than copied, so it costs only the bytes actually sent,
+    /// and is freed when the call ends.
+    ///
+    /// Why 64 KiB: it covers the bodies that are streamed without being large — JSON written as it is
+    /// produced, a small upload — while bounding what a client with many requests in flight can hold:
+    /// 10 000 concurrent streaming requests keep at most 640 MiB, where Envoy's 1 MiB request buffer
+    /// would keep 10 GiB. gRPC's clients bound their replay buffers the same way (1 MiB per call,
+    /// 16 MiB per channel in gRPC-Java); raise it for a client that streams larger bodies it wants
+    /// retried.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// // Retry streamed uploads up to 1 MiB.
+    /// let policy = RetryPolicy::builder().replay_buffer(1 << 20).build()?;
+    /// assert_eq!(policy.replay_buffer(), 1 << 20);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn replay_buffer(mut self, max_bytes: usize) -> Self {
+        self.replay_buffer = max_bytes;
+        self
+    }
+
+    /// Sets the window over which adaptive throttling counts requests and accepts. Defaults to 10 s
+    /// ([`RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW`](crate::RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW)); valid from 1 s to 300 s.
+    ///
+    /// The window is how long the throttle remembers: a longer one reacts more slowly to an overload
+    /// and lets go of it more slowly once the backend recovers (the SRE book keeps two minutes; Envoy's
+    /// admission control, the same formula, 30 s). 10 s matches the retry budget's window.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .adaptive_throttle(2.0)
+    ///     .adaptive_throttle_window(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn adaptive_throttle_window(mut self, window: Duration) -> Self {
+        self.adaptive_throttle_window = window;
+        self
+    }
+}
