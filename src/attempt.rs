@@ -377,6 +377,37 @@ impl RetryInfo {
     /// Hedged attempts started (see
     /// [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)); each is also one
     /// of [`attempts`](Self::attempts) once it has answered or been dropped.
+    ///
+    /// ```
+    /// # #[cfg(feature = "tower")]
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use stagger::{RetryInfo, RetryLayer, RetryPolicy};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // The first call takes a second, the next answers at once.
+    /// let calls = AtomicU32::new(0);
+    /// let server = service_fn(|_: http::Request<()>| {
+    ///     let slow = calls.fetch_add(1, Ordering::SeqCst) == 0;
+    ///     async move {
+    ///         if slow {
+    ///             tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         }
+    ///         Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    ///     }
+    /// });
+    /// let policy = RetryPolicy::builder().hedge_after(Duration::from_millis(50)).build().unwrap();
+    /// let start = tokio::time::Instant::now();
+    /// let response = RetryLayer::new(policy).layer(server).oneshot(http::Request::new(())).await.unwrap();
+    /// let info = response.extensions().get::<RetryInfo>().unwrap();
+    /// assert_eq!(start.elapsed(), Duration::from_millis(50)); // the hedge's answer
+    /// assert_eq!((info.attempts(), info.hedges()), (2, 1)); // the slow one was dropped
+    /// # }
+    /// # #[cfg(not(feature = "tower"))]
+    /// # fn main() {}
+    /// ```
     pub const fn hedges(&self) -> u32 {
         self.hedges
     }

@@ -347,7 +347,16 @@ impl<E> Error<E> {
     }
 
     /// Why the request was not sent at all, if it was not: its host asked for a pause longer than the
-    /// policy waits for (see [`Rejected`]).
+    /// policy waits for, or adaptive throttling rejected it (see [`Rejected`], whose example gets one).
+    ///
+    /// ```
+    /// # fn handle(error: stagger::Error<std::io::Error>) {
+    /// if let Some(rejected) = error.rejected() {
+    ///     // Nothing reached the server: safe to send later, or elsewhere.
+    ///     eprintln!("not sent ({}), the host asked for {:?} more", rejected.reason(), rejected.pause());
+    /// }
+    /// # }
+    /// ```
     pub const fn rejected(&self) -> Option<&Rejected> {
         match &self.repr {
             Repr::Rejected(rejected) => Some(rejected),
