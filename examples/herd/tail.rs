@@ -285,5 +285,6 @@ async fn simulate(row: &Row, scenario: &Scenario, hedge_after: Option<Duration>)
         counts: backend.counts.get(),
         workers: pool.workers,
         work: pool.work,
+        queued: pool.queued,
     }
 }

@@ -22,6 +22,8 @@ pub(crate) struct Figures {
     pub(super) workers: usize,
     /// The service time of every attempt served.
     pub(super) work: Duration,
+    /// Attempts that waited for a worker.
+    pub(super) queued: u64,
 }
 
 impl Figures {
@@ -51,41 +53,30 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// The table's columns after the row's name: the two lines of their heading, and their width.
+const COLUMNS: [(&str, &str, usize); 12] = [
+    ("hedge", "after", 6),
+    ("p50", "ms", 6),
+    ("p99", "ms", 6),
+    ("p99.9", "ms", 7),
+    ("max", "ms", 6),
+    ("extra", "load", 6),
+    ("hedges", "", 6),
+    ("hedge", "won", 6),
+    ("slow", "", 5),
+    ("slow", "cancelled", 9),
+    ("busy", "", 5),
+    ("queued", "", 6),
+];
+
 pub(super) fn header() -> String {
-    let line = |cells: [&str; 12]| {
-        format!(
-            "{:<28} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6} {:>5} {:>9} {:>5}\n",
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
-            cells[4],
-            cells[5],
-            cells[6],
-            cells[7],
-            cells[8],
-            cells[9],
-            cells[10],
-            cells[11]
-        )
-    };
-    line([
-        "row", "hedge", "p50", "p99", "p99.9", "max", "extra", "hedges", "hedge", "slow", "slow",
-        "busy",
-    ]) + &line([
-        "",
-        "after",
-        "ms",
-        "ms",
-        "ms",
-        "ms",
-        "load",
-        "",
-        "won",
-        "",
-        "cancelled",
-        "",
-    ])
+    let mut top = format!("{:<28}", "row");
+    let mut bottom = format!("{:<28}", "");
+    for (first, second, width) in COLUMNS {
+        let _ = write!(top, " {first:>width$}");
+        let _ = write!(bottom, " {second:>width$}");
+    }
+    top.trim_end().to_string() + "\n" + bottom.trim_end() + "\n"
 }
 
 pub(super) fn row(name: &str, figures: &Figures) -> String {
@@ -93,7 +84,7 @@ pub(super) fn row(name: &str, figures: &Figures) -> String {
         .hedge_after
         .map_or_else(|| "-".into(), |d| format!("{:.0} ms", ms(d)));
     format!(
-        "{:<28} {:>6} {:>6.0} {:>6.0} {:>7.0} {:>6.0} {:>5.1}% {:>6} {:>6} {:>5} {:>9} {:>4.0}%\n",
+        "{:<28} {:>6} {:>6.0} {:>6.0} {:>7.0} {:>6.0} {:>5.1}% {:>6} {:>6} {:>5} {:>9} {:>4.0}% {:>6}\n",
         name,
         hedge_after,
         ms(figures.latency(50.0)),
@@ -106,6 +97,7 @@ pub(super) fn row(name: &str, figures: &Figures) -> String {
         figures.counts.slow,
         figures.counts.slow_cancelled,
         figures.busy() * 100.0,
+        figures.queued,
     )
 }
 
