@@ -7,19 +7,20 @@ pub(crate) const USAGE: &str =
             [--peer-rng] [--real]
 
   --clients N        clients in the herd, callers of the rate-limit scenario, whose quota is
-                     0.8 N requests/s, and clients of the metastable one, whose server serves
-                     N requests/s (default 1000; 200 with --real)
+                     0.8 N requests/s, clients of the metastable one, whose server serves
+                     N requests/s, and of the tail one, who send 10 N requests/s (default 1000;
+                     200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
   --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
-                     herd-ratelimit.svg and herd-metastable.svg, creating DIR if need be (default target/herd, under
-                     CARGO_TARGET_DIR if set; --out docs for the README's); not with --real, which
-                     draws none
+                     herd-ratelimit.svg, herd-metastable.svg and herd-tail.svg, creating DIR if
+                     need be (default target/herd, under CARGO_TARGET_DIR if set; --out docs for
+                     the README's); not with --real, which draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
   --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's
                      defaults in the herd), ratelimit (new requests against a rate-limited
                      server), metastable (a FIFO server at 70 % load loses half its capacity
-                     for 5 s), or all (default)
+                     for 5 s), tail (1 % of attempts take 1 s, and hedging), or all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run
@@ -33,6 +34,7 @@ pub(crate) enum Scenarios {
     Outage,
     RateLimit,
     Metastable,
+    Tail,
 }
 
 impl Scenarios {
@@ -46,6 +48,10 @@ impl Scenarios {
 
     pub(crate) fn metastable(self) -> bool {
         matches!(self, Self::All | Self::Metastable)
+    }
+
+    pub(crate) fn tail(self) -> bool {
+        matches!(self, Self::All | Self::Tail)
     }
 }
 
@@ -101,9 +107,10 @@ impl Args {
                         "outage" => Scenarios::Outage,
                         "ratelimit" => Scenarios::RateLimit,
                         "metastable" => Scenarios::Metastable,
+                        "tail" => Scenarios::Tail,
                         other => {
                             return Err(format!(
-                                "--scenario {other}: one of outage, ratelimit, metastable, all"
+                                "--scenario {other}: one of outage, ratelimit, metastable, tail, all"
                             ));
                         }
                     };

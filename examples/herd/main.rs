@@ -35,8 +35,11 @@
 //! peers (reqwest-retry 0.9, tower 0.5's backoff, backon 1), their delays computed by their own crates
 //! (`peers/`), beside stagger's defaults. A fourth scenario is metastable overload (`metastable.rs`): a
 //! FIFO server at 70 % of its capacity loses half of it for 5 s, and the clients' 1 s timeouts and
-//! retries keep it down; its chart, `herd-metastable.svg`, is the goodput over time. `--scenario
-//! outage`, `ratelimit` or `metastable` runs one of them; all run by default.
+//! retries keep it down; its chart, `herd-metastable.svg`, is the goodput over time. A fifth is tail
+//! latency (`tail.rs`): a server that takes 1 s for 1 % of attempts, and hedging
+//! (`hedge_after`) at 10 ms, at the p95 and at 50 ms, against "The Tail at Scale"; its chart,
+//! `herd-tail.svg`, is the share of requests slower than each latency. `--scenario outage`,
+//! `ratelimit`, `metastable` or `tail` runs one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
@@ -44,6 +47,7 @@
 //! cargo run --release --all-features --example herd -- --clients 10000 --seed 7 --out /tmp/herd
 //! cargo run --release --all-features --example herd -- --scenario ratelimit
 //! cargo run --release --all-features --example herd -- --scenario metastable
+//! cargo run --release --all-features --example herd -- --scenario tail
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
@@ -57,6 +61,7 @@ mod real;
 mod report;
 mod server;
 mod sim;
+mod tail;
 
 use args::{Args, USAGE};
 use report::peak_rss;
@@ -97,6 +102,14 @@ fn main() {
         }
         metastable::run(&args)
     });
+    // The other scenarios' peak memory is read before the tail scenario adds to it.
+    let before_tail = peak_rss();
+    if args.scenarios.tail() {
+        if args.scenarios != args::Scenarios::Tail {
+            println!();
+        }
+        tail::run(&args);
+    }
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -111,14 +124,14 @@ fn main() {
         );
     }
     if args.scenarios.rate_limit()
-        && let Some(peak) = peak_rss()
+        && let Some(peak) = before_tail
     {
         println!(
             "peak RSS {:.1} MiB with the rate-limit scenario",
             peak as f64 / 1024.0
         );
     }
-    if let (Some(waiting), Some(peak)) = (metastable, peak_rss()) {
+    if let (Some(waiting), Some(peak)) = (metastable, before_tail) {
         // An upper bound: the whole process's peak, over the most calls any row had waiting at once,
         // times the rows run at once.
         let threads = args.threads.min(metastable::rows().len());
@@ -127,6 +140,14 @@ fn main() {
              ({threads} × {waiting} calls at once)",
             peak as f64 / 1024.0,
             peak as f64 / (threads * waiting.max(1)) as f64,
+        );
+    }
+    if args.scenarios.tail()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the tail scenario",
+            peak as f64 / 1024.0
         );
     }
 }
