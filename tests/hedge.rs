@@ -278,6 +278,26 @@ mod race {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_retry_after_a_lost_race_is_hedged_while_within_max_retries() {
+        // Race 1: the first attempt and its hedge both fail. The retry (attempt 3 of 4 allowed) is
+        // slow, and its hedge (the 4th) answers: earlier hedges count once towards max_retries.
+        let (service, _) = scripted(&[(150, 503), (20, 503), (300, 200), (10, 200)]);
+        let policy = hedging()
+            .backoff(stagger::Backoff::fixed(Duration::from_millis(10)))
+            .max_retries(3)
+            .build()
+            .unwrap();
+        let response = RetryLayer::new(policy)
+            .layer(service)
+            .oneshot(get())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!((info.attempts(), info.hedges()), (4, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_hedge_counts_towards_max_retries() {
         let (service, answered) = scripted(&[(300, 200)]);
         let policy = hedging().max_retries(0).build().unwrap();

@@ -154,7 +154,12 @@ impl RetryPolicyBuilder {
     /// send twice (an idempotent method, or an `Idempotency-Key`) and that the adapter holds a copy of
     /// is hedged; it counts towards `max_retries`, spends the retry budget (an exhausted budget sends
     /// no hedge), and is not sent past the deadline, to a host that is pausing, or when adaptive
-    /// throttling rejects it. [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
+    /// throttling rejects it. Paid like a retry, its budget's floor included, a hedge is bounded per
+    /// client, not per fleet: 1 000 clients each sending 10 requests a second are all within their
+    /// floors, and can each hedge every request. So the delay is what bounds the extra load: in
+    /// `examples/herd/` (`--scenario tail`), hedging at the p95 added 4.4 % to the load and cut the
+    /// 99.9th percentile from 1 004 ms to 44 ms, while hedging at 10 ms (the p38 there) added 61.5 %
+    /// and, on a server 76 % busy, overloaded it (its median went from 12 ms to 743 ms). [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
     /// tower layer the inner service must be `Clone` (as it must be for retries): the hedge goes
     /// through a clone, driven ready first.
     ///

@@ -141,7 +141,9 @@ impl RetryState {
         let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
         if self.stop.is_some()
             || !idempotent
-            || self.attempts.saturating_add(self.hedges) >= s.max_retries
+            // `attempts` counts every attempt judged so far, earlier hedges included; this race's
+            // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
+            || self.attempts >= s.max_retries
             || self.remaining() == Some(Duration::ZERO)
             || self.host_pause(request).is_some()
             || self.admit(request).is_err()
