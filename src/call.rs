@@ -84,10 +84,7 @@ impl<Res> Call<Res> {
         match self.retry.before_first(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
-                self.phase = Phase::Pause(wait.is_zero());
-                if !wait.is_zero() {
-                    self.timer.set(after(wait));
-                }
+                self.pause_for(wait);
                 Ok(true)
             }
             Err(rejected) => Err(Err(Error::from_rejected(rejected))),
@@ -110,10 +107,7 @@ impl<Res> Call<Res> {
         match self.retry.recheck_pause(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
-                self.phase = Phase::Pause(wait.is_zero());
-                if !wait.is_zero() {
-                    self.timer.set(after(wait));
-                }
+                self.pause_for(wait);
                 Ok(true)
             }
             Err(rejected) => Err(match self.last.take() {
@@ -221,10 +215,7 @@ impl<Res> Call<Res> {
         {
             self.last = Some(Box::new(response));
         }
-        self.phase = Phase::Pause(delay.is_zero());
-        if !delay.is_zero() {
-            self.timer.set(after(delay));
-        }
+        self.pause_for(delay);
         ControlFlow::Continue(next)
     }
 
@@ -248,6 +239,15 @@ impl<Res> Call<Res> {
         };
         self.retry.finish(attempt, request);
         self.end(result, record)
+    }
+
+    /// Starts a pause of `wait`, which [`poll_pause`](Self::poll_pause) waits out: a zero one on the
+    /// task's cooperative budget, any other on the timer.
+    fn pause_for(&mut self, wait: Duration) {
+        self.phase = Phase::Pause(wait.is_zero());
+        if !wait.is_zero() {
+            self.timer.set(after(wait));
+        }
     }
 
     /// Waits out the pause before a retry.

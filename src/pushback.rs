@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::retry_after::parse_retry_after;
+use crate::retry_after::{parse_retry_after, trim_ows};
 use crate::sfv::{Item, integer, items};
 
 const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
@@ -277,16 +277,6 @@ fn digits(value: &HeaderValue) -> Option<u64> {
         n = n.saturating_mul(10).saturating_add(u64::from(b - b'0'));
     }
     Some(n)
-}
-
-pub(crate) fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 #[cfg(test)]

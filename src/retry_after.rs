@@ -99,7 +99,7 @@ fn parse_delta_seconds(digits: &[u8]) -> Option<Duration> {
 }
 
 /// Strips optional whitespace (SP / HTAB) around a field value, as RFC 9110 §5.5 allows.
-fn trim_ows(mut bytes: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(mut bytes: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = bytes {
         bytes = rest;
     }
