@@ -49,6 +49,8 @@
 //! | h2 | `h2` (implied by `reqwest`) | 0.4 | 0.4.0 | 0.4.20 |
 //! | tokio | always (its timer) | 1 | 1.47.0 | 1.54.1 |
 //! | http | always | 1 | 1.1.0 | 1.5.0 |
+//! | http-body | always (`ReplayBody` is an `http_body::Body`) | 1 | 1.0.0 | 1.1.0 |
+//! | metrics | `metrics` | 0.24 | 0.24.2 | 0.24.6 |
 //!
 //! Another major version (reqwest 0.12, reqwest-middleware 0.4, hyper 0.14) is a different crate to
 //! Rust: the compiler then says that a type "is not a response stagger's HTTP classifier can read", or
