@@ -91,15 +91,35 @@ impl<Res> Call<Res> {
         }
     }
 
-    /// When a pause before an attempt has ended: `Ok(true)` to wait again, for a pause the host asked
-    /// for meanwhile (with [`poll_pause`](Self::poll_pause)), `Ok(false)` to go on, or `Err(final)` when
-    /// that pause outlasts the policy's limits: before the first attempt a [`Rejected`] error, before a
-    /// retry the last response received, or the [`Rejected`] error if there is none.
+    /// Waits out the pause before an attempt of `view` (the host's, before a first attempt; the
+    /// backoff, before a retry), and then any pause its host asked for meanwhile (another request's
+    /// response, while this one slept). `Ok` once the attempt may go, or `Err(final)` when a pause
+    /// asked for meanwhile outlasts the policy's limits: before the first attempt a [`Rejected`] error,
+    /// before a retry the last response received, or the [`Rejected`] error if there is none.
     ///
     /// [`Rejected`]: crate::Rejected
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn poll_resume<E>(
+        &mut self,
+        view: Option<&RequestView<'_>>,
+        record: impl FnOnce(&mut Res, RetryInfo) + Copy,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Final<Res, E>>> {
+        loop {
+            ready!(self.poll_pause(cx));
+            match self.recheck_pause(view, record) {
+                Ok(true) => continue,
+                Ok(false) => return Poll::Ready(Ok(())),
+                Err(result) => return Poll::Ready(Err(result)),
+            }
+        }
+    }
+
+    /// When a pause before an attempt has ended: `Ok(true)` to wait again, `Ok(false)` to go on, or
+    /// `Err(final)` (see [`poll_resume`](Self::poll_resume)).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    pub(crate) fn recheck_pause<E>(
+    fn recheck_pause<E>(
         &mut self,
         view: Option<&RequestView<'_>>,
         record: impl FnOnce(&mut Res, RetryInfo),

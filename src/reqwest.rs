@@ -239,15 +239,13 @@ impl RetryMiddleware {
                 Err(result) => break 'call result,
             };
             if cooling {
-                loop {
-                    poll_fn(|cx| call.poll_pause(cx)).await;
-                    // A pause the host asked for while this request waited holds it too.
+                let resumed = poll_fn(|cx| {
                     let view = Some(RequestView::from_reqwest(&request));
-                    match call.recheck_pause(view.as_ref(), record) {
-                        Ok(true) => continue,
-                        Ok(false) => break,
-                        Err(result) => break 'call result,
-                    }
+                    call.poll_resume(view.as_ref(), record, cx)
+                })
+                .await;
+                if let Err(result) = resumed {
+                    break 'call result;
                 }
                 let view = Some(RequestView::from_reqwest(&request));
                 if let Err(result) = call.begin_retry(view.as_ref(), record) {
@@ -292,19 +290,22 @@ impl RetryMiddleware {
                     }
                     ControlFlow::Break(result) => break result,
                 };
-                let paused = loop {
-                    poll_fn(|cx| call.poll_pause(cx)).await;
+                let resumed = poll_fn(|cx| {
                     let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
                         &HttpReplay,
                         held.sent(),
                     );
-                    match call.recheck_pause(view.as_ref(), record) {
-                        Ok(true) => continue,
-                        Ok(false) => break call.begin_retry(view.as_ref(), record),
-                        Err(result) => break Err(result),
-                    }
-                };
-                if let Err(result) = paused {
+                    call.poll_resume(view.as_ref(), record, cx)
+                })
+                .await;
+                if let Err(result) = resumed {
+                    break result;
+                }
+                let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
+                    &HttpReplay,
+                    held.sent(),
+                );
+                if let Err(result) = call.begin_retry(view.as_ref(), record) {
                     break result;
                 }
             }

@@ -159,25 +159,14 @@ where
                     }
                 }
                 StateProj::Cooling { request } => {
-                    ready!(this.call.poll_pause(cx));
-                    let ready = match request.as_ref() {
-                        Some(request) => {
-                            let view = replay.view(Sent::Copy(request));
-                            // A pause the host asked for while this request waited holds it too.
-                            match this.call.recheck_pause(view.as_ref(), record) {
-                                Ok(true) => continue,
-                                Ok(false) => ready!(poll_send(
-                                    this.service,
-                                    this.call,
-                                    view.as_ref(),
-                                    record,
-                                    cx
-                                )),
-                                Err(result) => Err(result),
-                            }
-                        }
-                        None => Ok(()),
-                    };
+                    let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
+                    let ready = ready!(poll_send(
+                        this.service,
+                        this.call,
+                        view.as_ref(),
+                        record,
+                        cx
+                    ));
                     match ready.map(|()| request.take()) {
                         Ok(Some(request)) => {
                             let future = this.service.call(request);
@@ -190,19 +179,14 @@ where
                 }
                 StateProj::Refused { rejected } => Err(Error::from_rejected(*rejected)),
                 StateProj::Waiting => {
-                    ready!(this.call.poll_pause(cx));
                     let view = replay.view(this.held.sent());
-                    let ready = match this.call.recheck_pause(view.as_ref(), record) {
-                        Ok(true) => continue,
-                        Ok(false) => ready!(poll_send(
-                            this.service,
-                            this.call,
-                            view.as_ref(),
-                            record,
-                            cx
-                        )),
-                        Err(result) => Err(result),
-                    };
+                    let ready = ready!(poll_send(
+                        this.service,
+                        this.call,
+                        view.as_ref(),
+                        record,
+                        cx
+                    ));
                     let again = this.call.retry().may_retry();
                     match ready.map(|()| this.held.next(again, replay)) {
                         Ok(Some(request)) => {
@@ -228,19 +212,23 @@ where
 type Sendable<S, Req> =
     Result<(), Final<<S as Service<Req>>::Response, <S as Service<Req>>::Error>>;
 
-/// After a pause, whether the request may be sent: the service ready and the deadline not passed.
-/// `Err` with the call's result otherwise: the service's readiness error, or the deadline passing
+/// Whether the request may be sent: the pause before it over (the host's pauses included, see
+/// `Call::poll_resume`), the service ready and the deadline not passed. `Err` with the call's result
+/// otherwise: a host's pause past the limits, the service's readiness error, or the deadline passing
 /// while it got ready.
 fn poll_send<S, Req>(
     service: &mut S,
     call: &mut Call<S::Response>,
     view: Option<&RequestView<'_>>,
-    record: impl FnOnce(&mut S::Response, RetryInfo),
+    record: impl FnOnce(&mut S::Response, RetryInfo) + Copy,
     cx: &mut Context<'_>,
 ) -> Poll<Sendable<S, Req>>
 where
     S: Service<Req>,
 {
+    if let Err(result) = ready!(call.poll_resume(view, record, cx)) {
+        return Poll::Ready(Err(result));
+    }
     Poll::Ready(match service.poll_ready(cx) {
         Poll::Ready(Ok(())) => call.begin_retry(view, record),
         Poll::Ready(Err(error)) => Err(call.not_ready(error, view)),
