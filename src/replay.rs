@@ -394,7 +394,7 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         let recorder = Recorder::new(limit);
         *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
             body,
-            Arc::clone(&recorder),
+            Some(Arc::clone(&recorder)),
         )));
         Some(Recorded {
             template: template?,

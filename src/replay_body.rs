@@ -108,21 +108,18 @@ impl fmt::Debug for Recorder {
     }
 }
 
-/// Passes a body through, recording what it yields.
-#[cfg(feature = "reqwest")]
+/// Passes a body through, its data as `Bytes`, recording what it yields once it has a recorder.
 pub(crate) struct Recording<B> {
     inner: B,
-    recorder: Arc<Recorder>,
+    recorder: Option<Arc<Recorder>>,
 }
 
-#[cfg(feature = "reqwest")]
 impl<B> Recording<B> {
-    pub(crate) fn new(inner: B, recorder: Arc<Recorder>) -> Self {
+    pub(crate) const fn new(inner: B, recorder: Option<Arc<Recorder>>) -> Self {
         Self { inner, recorder }
     }
 }
 
-#[cfg(feature = "reqwest")]
 impl<B> Body for Recording<B>
 where
     B: Body + Unpin,
@@ -136,7 +133,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = &mut *self;
-        record(Pin::new(&mut this.inner).poll_frame(cx), &this.recorder)
+        record(
+            Pin::new(&mut this.inner).poll_frame(cx),
+            this.recorder.as_deref(),
+        )
     }
 
     fn is_end_stream(&self) -> bool {
@@ -148,33 +148,33 @@ where
     }
 }
 
-/// Records one poll's outcome and passes it on, its data as `Bytes`.
+/// Records one poll's outcome, if there is a recorder, and passes it on, its data as `Bytes`.
 fn record<D: Buf, E>(
     polled: Poll<Option<Result<Frame<D>, E>>>,
-    recorder: &Recorder,
+    recorder: Option<&Recorder>,
 ) -> Poll<Option<Result<Frame<Bytes>, E>>> {
     let Poll::Ready(polled) = polled else {
         return Poll::Pending;
     };
     Poll::Ready(match polled {
         None => {
-            recorder.finish();
+            recorder.inspect(|r| r.finish());
             None
         }
         Some(Ok(frame)) => Some(Ok(match frame.into_data() {
             Ok(mut data) => {
                 let chunk = data.copy_to_bytes(data.remaining());
-                recorder.push(&chunk);
+                recorder.inspect(|r| r.push(&chunk));
                 Frame::data(chunk)
             }
             Err(frame) => {
                 // Trailers are not kept: a body that has them is not replayed.
-                recorder.lose();
+                recorder.inspect(|r| r.lose());
                 frame.map_data(|mut data| data.copy_to_bytes(data.remaining()))
             }
         })),
         Some(Err(error)) => {
-            recorder.lose();
+            recorder.inspect(|r| r.lose());
             Some(Err(error))
         }
     })
@@ -235,10 +235,7 @@ pub struct ReplayBody<B> {
 
 enum Inner<B> {
     /// The body as given, recorded once the adapter has set a recorder.
-    Streaming {
-        body: B,
-        recorder: Option<Arc<Recorder>>,
-    },
+    Streaming(Recording<B>),
     /// A recording, sent again.
     Replayed(Option<Bytes>),
 }
@@ -247,10 +244,7 @@ impl<B> ReplayBody<B> {
     /// Wraps `body`, to be recorded as it streams out.
     pub const fn new(body: B) -> Self {
         Self {
-            inner: Inner::Streaming {
-                body,
-                recorder: None,
-            },
+            inner: Inner::Streaming(Recording::new(body, None)),
         }
     }
 
@@ -265,7 +259,7 @@ impl<B> ReplayBody<B> {
     /// already recording.
     pub(crate) fn record(&mut self, limit: usize) -> Option<Arc<Recorder>> {
         match &mut self.inner {
-            Inner::Streaming { recorder, .. } if recorder.is_none() => {
+            Inner::Streaming(Recording { recorder, .. }) if recorder.is_none() => {
                 let new = Recorder::new(limit);
                 *recorder = Some(Arc::clone(&new));
                 Some(new)
@@ -278,7 +272,7 @@ impl<B> ReplayBody<B> {
     pub(crate) fn replayed_bytes(&self) -> Option<&Bytes> {
         match &self.inner {
             Inner::Replayed(bytes) => bytes.as_ref(),
-            Inner::Streaming { .. } => None,
+            Inner::Streaming(_) => None,
         }
     }
 }
@@ -286,7 +280,7 @@ impl<B> ReplayBody<B> {
 impl<B> fmt::Debug for ReplayBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner {
-            Inner::Streaming { recorder, .. } => f
+            Inner::Streaming(Recording { recorder, .. }) => f
                 .debug_struct("ReplayBody")
                 .field("recorder", recorder)
                 .finish_non_exhaustive(),
@@ -311,32 +305,21 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.inner {
-            Inner::Streaming {
-                body,
-                recorder: Some(recorder),
-            } => record(Pin::new(body).poll_frame(cx), recorder),
-            Inner::Streaming {
-                body,
-                recorder: None,
-            } => Pin::new(body).poll_frame(cx).map(|frame| {
-                frame.map(|frame| {
-                    frame.map(|frame| frame.map_data(|mut d| d.copy_to_bytes(d.remaining())))
-                })
-            }),
+            Inner::Streaming(recording) => Pin::new(recording).poll_frame(cx),
             Inner::Replayed(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.inner {
-            Inner::Streaming { body, .. } => body.is_end_stream(),
+            Inner::Streaming(recording) => recording.is_end_stream(),
             Inner::Replayed(bytes) => bytes.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
-            Inner::Streaming { body, .. } => body.size_hint(),
+            Inner::Streaming(recording) => recording.size_hint(),
             Inner::Replayed(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
