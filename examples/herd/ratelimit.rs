@@ -37,7 +37,7 @@ use tower::{Layer, ServiceExt};
 
 use crate::args::Args;
 use crate::peers::{Peer, PeerClient};
-use crate::sim::{Network, SimulatedServer, mix, run_in_parallel};
+use crate::sim::{Network, SimulatedServer, run_in_parallel, stream};
 use figures::{Call, Figures, Outcome, print_header, print_notes, print_row};
 use limiter::Limiter;
 
@@ -150,11 +150,6 @@ pub(crate) fn run(args: &Args) {
         &done,
         scenario.quota * SLOT.as_secs_f64(),
     );
-}
-
-/// A seed of its own for `stream` of a run seeded with `seed`.
-fn stream(seed: u64, stream: u64) -> u64 {
-    mix(mix(seed) ^ stream)
 }
 
 /// When each call is made, sorted: every caller sends every `PERIOD` for `SEND_FOR`, from a phase of

@@ -324,6 +324,32 @@ pub(crate) fn run_in_parallel<J: Sync, F: Send>(
     });
 }
 
+/// A seed of its own for `stream` of a run seeded with `seed`.
+pub(crate) fn stream(seed: u64, stream: u64) -> u64 {
+    mix(mix(seed) ^ stream)
+}
+
+/// New requests as a Poisson stream at `rate` a second for `send_for`, each made by a client drawn
+/// uniformly from `clients`, from the generator seeded with `seed`: when each is made, and by which.
+pub(crate) fn poisson_arrivals(
+    seed: u64,
+    rate: f64,
+    send_for: Duration,
+    clients: usize,
+) -> Vec<(Duration, usize)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut at = 0.0;
+    let mut arrivals = Vec::with_capacity((rate * send_for.as_secs_f64() * 1.1) as usize);
+    loop {
+        at += -(1.0 - rng.random::<f64>()).ln() / rate;
+        if at >= send_for.as_secs_f64() {
+            return arrivals;
+        }
+        let client = rng.random_range(0..clients);
+        arrivals.push((Duration::from_secs_f64(at), client));
+    }
+}
+
 /// SplitMix64's finaliser: turns related seeds (1, 2, 3, …) into unrelated ones.
 pub(crate) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);

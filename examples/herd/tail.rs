@@ -39,8 +39,8 @@ use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
 use crate::args::Args;
-use crate::sim::run_in_parallel;
-use client::{arrivals, policy, stream};
+use crate::sim::{run_in_parallel, stream};
+use client::{arrivals, policy};
 use figures::Figures;
 use server::{Backend, TailService};
 

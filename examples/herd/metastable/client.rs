@@ -7,8 +7,6 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use http::{Request, StatusCode, Uri};
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
 use stagger::{RetryInfo, RetryLayer};
 use tower::{Layer, ServiceExt};
 
@@ -17,29 +15,16 @@ use super::{
     ARRIVALS, ATTEMPT_TIMEOUT, Kind, PEER_JITTER, POLICY, Row, SEND_FOR, Scenario, URI, bucket,
 };
 use crate::peers::PeerClient;
-use crate::sim::mix;
+use crate::sim::{poisson_arrivals, stream};
 
-/// A seed of its own for `stream` of a run seeded with `seed`.
-pub(super) fn stream(seed: u64, stream: u64) -> u64 {
-    mix(mix(seed) ^ stream)
-}
-
-/// The new requests: when each is made, and by which client. A Poisson stream at the offered rate.
+/// The new requests: when each is made, and by which client. A Poisson stream at the scenario's rate.
 pub(super) fn arrivals(scenario: &Scenario) -> Vec<(Duration, usize)> {
-    let mut rng = SmallRng::seed_from_u64(stream(scenario.seed, ARRIVALS));
-    let rate = scenario.offered();
-    let mut at = 0.0;
-    let mut arrivals = Vec::with_capacity((rate * SEND_FOR.as_secs_f64() * 1.1) as usize);
-    loop {
-        at += -(1.0 - rng.random::<f64>()).ln() / rate;
-        if at >= SEND_FOR.as_secs_f64() {
-            return arrivals;
-        }
-        arrivals.push((
-            Duration::from_secs_f64(at),
-            rng.random_range(0..scenario.clients),
-        ));
-    }
+    poisson_arrivals(
+        stream(scenario.seed, ARRIVALS),
+        scenario.offered(),
+        SEND_FOR,
+        scenario.clients,
+    )
 }
 
 /// One client, as a row has it retry.
