@@ -225,6 +225,15 @@ async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
             net.abort();
         })
         .await;
+    tally(&network, &finishes)
+}
+
+/// The figures of a finished run: what the server saw and when the clients were done, checked against
+/// the attempts the clients report.
+pub(super) fn tally(
+    network: &RefCell<Network<Server>>,
+    finishes: &RefCell<Vec<Finish>>,
+) -> Figures {
     let finishes = std::mem::take(&mut *finishes.borrow_mut());
     let arrivals = std::mem::take(&mut network.borrow_mut().server.arrivals);
     let figures = Figures::new(arrivals, &finishes);
@@ -232,7 +241,7 @@ async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
     assert_eq!(
         reported,
         figures.attempts(),
-        "the layers report every attempt the server saw"
+        "the clients report every attempt the server saw"
     );
     figures
 }

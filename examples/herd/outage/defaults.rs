@@ -10,7 +10,7 @@ use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
-use super::{Scenario, client_seed};
+use super::{Scenario, client_seed, tally};
 use crate::args::Args;
 use crate::peers::{Peer, PeerClient};
 use crate::report::{Figures, Finish, print_header, print_row};
@@ -138,14 +138,5 @@ async fn simulate(row: &Row, scenario: &Scenario, peer_rng: bool) -> Figures {
             net.abort();
         })
         .await;
-    let finishes = std::mem::take(&mut *finishes.borrow_mut());
-    let arrivals = std::mem::take(&mut network.borrow_mut().server.arrivals);
-    let figures = Figures::new(arrivals, &finishes);
-    let reported: u64 = finishes.iter().map(|f| u64::from(f.attempts)).sum();
-    assert_eq!(
-        reported,
-        figures.attempts(),
-        "every attempt is accounted for"
-    );
-    figures
+    tally(&network, &finishes)
 }
