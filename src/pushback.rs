@@ -87,18 +87,7 @@ pub fn server_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
             return Some(Duration::from_millis(millis));
         }
     }
-    let now = &|| now;
-    ratelimit(headers, Quota::ExhaustedOrUnknown)
-        .or_else(|| reset(headers, &RATELIMIT_REMAINING, &RATELIMIT_RESET, now, false))
-        .or_else(|| {
-            reset(
-                headers,
-                &X_RATELIMIT_REMAINING,
-                &X_RATELIMIT_RESET,
-                now,
-                true,
-            )
-        })
+    rate_limited(headers, Quota::ExhaustedOrUnknown, &|| now)
 }
 
 /// How long until the quota the server reports is back, when a response says it is spent: a
@@ -112,13 +101,33 @@ pub(crate) fn quota_exhausted(
     if headers.is_empty() {
         return None;
     }
-    ratelimit(headers, Quota::Exhausted)
-        .or_else(|| exhausted_reset(headers, &RATELIMIT_REMAINING, &RATELIMIT_RESET, now, false))
+    rate_limited(headers, Quota::Exhausted, now)
+}
+
+/// The wait the rate-limit headers ask for, in [`server_delay`]'s order — `RateLimit`, then
+/// `RateLimit-Reset`, then `X-RateLimit-Reset` — when their quota is spent as `quota` reads it.
+fn rate_limited(
+    headers: &HeaderMap,
+    quota: Quota,
+    now: &dyn Fn() -> SystemTime,
+) -> Option<Duration> {
+    ratelimit(headers, quota)
         .or_else(|| {
-            exhausted_reset(
+            reset(
+                headers,
+                &RATELIMIT_REMAINING,
+                &RATELIMIT_RESET,
+                quota,
+                now,
+                false,
+            )
+        })
+        .or_else(|| {
+            reset(
                 headers,
                 &X_RATELIMIT_REMAINING,
                 &X_RATELIMIT_RESET,
+                quota,
                 now,
                 true,
             )
@@ -164,12 +173,13 @@ pub(crate) fn says_throttled(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Which `RateLimit` policies ask for a wait.
+/// Which rate-limit headers ask for a wait: a `RateLimit` policy, or a reset beside its remaining count.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Quota {
-    /// Only a policy that says `r=0`.
+    /// Only one that says the quota is spent: `r=0`, a remaining count of 0.
     Exhausted,
-    /// Also one without `r`, which says nothing to the contrary (the response is a refusal anyway).
+    /// Also one that says nothing to the contrary, without `r` or a remaining count (the response is a
+    /// refusal anyway).
     ExhaustedOrUnknown,
 }
 
@@ -215,30 +225,22 @@ fn policy_window(headers: &HeaderMap, name: &[u8]) -> Option<u64> {
         .and_then(integer)
 }
 
-/// A reset header, unless the remaining header beside it says quota remains.
+/// A reset header, when the remaining header beside it says the quota is spent as `quota` reads it:
+/// exactly 0, or, for `ExhaustedOrUnknown`, anything but a count above 0.
 fn reset(
     headers: &HeaderMap,
     remaining: &HeaderName,
     reset: &HeaderName,
+    quota: Quota,
     now: &dyn Fn() -> SystemTime,
     may_be_a_date: bool,
 ) -> Option<Duration> {
     let remaining = headers.get(remaining).and_then(digits);
-    if remaining.is_some_and(|remaining| remaining > 0) {
-        return None;
-    }
-    reset_value(headers.get(reset)?, now, may_be_a_date)
-}
-
-/// A reset header when the remaining header beside it says exactly 0.
-fn exhausted_reset(
-    headers: &HeaderMap,
-    remaining: &HeaderName,
-    reset: &HeaderName,
-    now: &dyn Fn() -> SystemTime,
-    may_be_a_date: bool,
-) -> Option<Duration> {
-    if headers.get(remaining).and_then(digits) != Some(0) {
+    let spent = match quota {
+        Quota::Exhausted => remaining == Some(0),
+        Quota::ExhaustedOrUnknown => remaining.is_none_or(|remaining| remaining == 0),
+    };
+    if !spent {
         return None;
     }
     reset_value(headers.get(reset)?, now, may_be_a_date)
