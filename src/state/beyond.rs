@@ -180,17 +180,21 @@ impl RetryState {
     /// keeps pauses, and whether the backend accepted it, for adaptive throttling.
     pub(super) fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
         let s = &*self.policy.shared;
-        if let (Some(cooldowns), Some(asked)) = (&s.cooldowns, attempt.cooldown)
-            && let Some(host) = request.and_then(Host::of)
-        {
+        let pause = s.cooldowns.as_ref().zip(attempt.cooldown);
+        let accepted = s
+            .throttles
+            .as_ref()
+            .filter(|_| !attempt.outcome.is_retryable());
+        if pause.is_none() && accepted.is_none() {
+            return;
+        }
+        // The host's name is hashed once for both.
+        let host = request.and_then(Host::of);
+        if let (Some((cooldowns, asked)), Some(host)) = (pause, host) {
             cooldowns.record(host, asked, Instant::now());
         }
-        if let Some(throttles) = &s.throttles
-            && !attempt.outcome.is_retryable()
-        {
-            throttles
-                .of(request.and_then(Host::of))
-                .accepted(Instant::now());
+        if let Some(throttles) = accepted {
+            throttles.of(host).accepted(Instant::now());
         }
     }
 
