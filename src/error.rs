@@ -201,7 +201,7 @@ impl<E> Error<E> {
     ///     .await
     ///     .unwrap_err();
     /// let info = error.info();
-    /// assert_eq!((info.attempts(), info.slept()), (4, Duration::from_millis(30)));
+    /// assert_eq!((info.attempts(), info.slept()), (11, Duration::from_millis(100)));
     /// assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
     /// # }
     /// ```

@@ -17,7 +17,7 @@
 //!
 //! let response = client.get("https://httpbin.org/status/503").send().await?;
 //! let info = response.extensions().get::<RetryInfo>().unwrap();
-//! println!("{} after {} attempts", response.status(), info.attempts()); // 503 after 4 attempts
+//! println!("{} after {} attempts", response.status(), info.attempts()); // 503, after at most 11 attempts and 30 s
 //! # Ok(())
 //! # }
 //! ```
@@ -68,7 +68,7 @@
 //! | setting | default |
 //! |---|---|
 //! | backoff | exponential from 100 ms, base 2, `max_delay` 20 s, full jitter |
-//! | `max_retries` | 3 |
+//! | `max_retries` | 10, a backstop: the deadline and the budget end a call that keeps failing |
 //! | `max_elapsed`: one deadline for the whole call, attempts and sleeps included | 30 s |
 //! | `attempt_timeout`: each attempt, to the response's head | 10 s |
 //! | `Retry-After` and rate-limit headers ([`server_delay`]) | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
@@ -78,7 +78,7 @@
 //! | a streaming body kept for a retry ([`RetryPolicyBuilder::replay_buffer`]) | 64 KiB |
 //! | hedging ([`RetryPolicyBuilder::hedge_after`]) | off |
 //! | idempotency | `POST`/`PATCH` replayed after an ambiguous failure only with `Idempotency-Key` |
-//! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy |
+//! | budget | 20 % extra load, at least 10 retries/s, 10 s window, shared by clones of a policy; a timeout's retry costs 4, paid by recent requests or a new budget's starting credit ([`RetryBudget`]) |
 //! | jitter seed | OS entropy; one stream per request |
 //!
 //! The two time limits are what protects a caller who sets nothing: reqwest's client has no timeout by
@@ -119,8 +119,8 @@
 //!
 //! let error = service.oneshot(http::Request::new(())).await.unwrap_err();
 //! let info = error.info();
-//! assert_eq!(error.to_string(), "gave up after 4 attempts (max retries reached)");
-//! assert_eq!((info.attempts(), info.slept()), (4, Duration::from_millis(30)));
+//! assert_eq!(error.to_string(), "gave up after 11 attempts (max retries reached)");
+//! assert_eq!((info.attempts(), info.slept()), (11, Duration::from_millis(100)));
 //! // The inner error, its type intact:
 //! assert_eq!(error.inner().unwrap().kind(), std::io::ErrorKind::ConnectionRefused);
 //! # }

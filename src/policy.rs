@@ -128,13 +128,13 @@ pub(crate) type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// | setting | default |
 /// |---|---|
 /// | backoff | [`Backoff::exponential`] from 100 ms: base 2, `max_delay` 20 s, full jitter |
-/// | `max_retries` | 3 |
+/// | `max_retries` | 10, a backstop: the deadline and the budget end a call that keeps failing |
 /// | `max_elapsed` (one deadline across attempts and sleeps) | 30 s |
 /// | `attempt_timeout` (each attempt, to the response's head) | 10 s |
 /// | `max_retry_after` | 30 s |
 /// | `retry_after` | [`RetryAfterMode::Spread`] |
 /// | idempotency rule | on |
-/// | budget | [`RetryBudget::default`], its own: ratio 0.2 (20 % extra load), at least 10 retries/s, over a 10 s window |
+/// | budget | [`RetryBudget::default`], its own: ratio 0.2 (20 % extra load), at least 10 retries/s, over a 10 s window; a timeout's retry costs 4, paid by recent requests or the starting credit |
 /// | seed | from OS entropy |
 /// | classifier | [`DefaultClassifier`](crate::classify::DefaultClassifier) |
 ///
@@ -144,7 +144,7 @@ pub(crate) type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 ///
 /// let policy = RetryPolicy::default();
 /// assert_eq!(policy.backoff(), &Backoff::exponential(Duration::from_millis(100)));
-/// assert_eq!(policy.max_retries(), 3);
+/// assert_eq!(policy.max_retries(), 10);
 /// assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30)));
 /// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(10)));
 /// assert_eq!(policy.budget().map(|budget| budget.ratio()), Some(0.2));
@@ -215,13 +215,14 @@ impl RetryPolicy {
     /// assert_eq!(RetryPolicy::default().backoff().initial(), RetryPolicy::DEFAULT_INITIAL_DELAY);
     /// ```
     pub const DEFAULT_INITIAL_DELAY: Duration = Duration::from_millis(100);
-    /// The default number of retries after the first attempt: 3.
+    /// The default number of retries after the first attempt: 10, a backstop behind the deadline and
+    /// the budget (see [`RetryPolicyBuilder::max_retries`]).
     ///
     /// ```
     /// # use stagger::RetryPolicy;
     /// assert_eq!(RetryPolicy::default().max_retries(), RetryPolicy::DEFAULT_MAX_RETRIES);
     /// ```
-    pub const DEFAULT_MAX_RETRIES: u32 = 3;
+    pub const DEFAULT_MAX_RETRIES: u32 = 10;
     /// The default longest `Retry-After` that is waited for: 30 s.
     ///
     /// ```

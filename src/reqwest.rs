@@ -129,8 +129,9 @@ impl RetryMiddleware {
 /// # }
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// let policy = RetryPolicy::builder().max_retries(3).build().unwrap();
 /// let client = ClientBuilder::new(reqwest::Client::new())
-///     .with(RetryMiddleware::new(RetryPolicy::default()))
+///     .with(RetryMiddleware::new(policy))
 /// #   .with(refuse) // in place of the network
 ///     .build();
 /// let report = RetryReport::new();

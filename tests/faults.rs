@@ -26,9 +26,9 @@ fn deadline_300ms() -> RetryPolicy {
         .unwrap()
 }
 
-/// A retry at once after each failure, a 200 ms limit per attempt. No budget: a client sending one
-/// request has no deposits to pay for retrying a timeout (the budget's floor does not pay for them),
-/// and these tests are about the time limit.
+/// A retry at once after each failure, a 200 ms limit per attempt. No budget: these tests are about the
+/// time limit, not about how many timeouts' retries the budget pays for (a new client's starting
+/// credit pays for two).
 fn attempt_timeout_200ms() -> RetryPolicy {
     RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))

@@ -177,7 +177,8 @@ fn a_call_that_gives_up_is_counted_by_its_stop_reason() {
     );
     assert_eq!(metrics.get(&given_up), Some(&DebugValue::Counter(1)));
     let attempts = (names::ATTEMPTS.to_owned(), labels("127.0.0.1", &[]));
-    assert_eq!(metrics.get(&attempts), Some(&DebugValue::Counter(4)));
+    // The first attempt and the default 10 retries.
+    assert_eq!(metrics.get(&attempts), Some(&DebugValue::Counter(11)));
 }
 
 /// The `http.request.resend_count` recorded on spans, by span name.

@@ -487,12 +487,12 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
         other => panic!("expected the reqwest connect error, got {other:?}"),
     }
     let info = report.get().expect("the report is written");
-    assert_eq!(info.attempts(), 4);
+    assert_eq!(info.attempts(), 11);
     assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
     assert_eq!(
         retries.load(Ordering::SeqCst),
         RetryPolicy::DEFAULT_MAX_RETRIES,
-        "4 attempts in all"
+        "11 attempts in all"
     );
     assert!(events.all().iter().all(|e| e.reason == Reason::Connect));
 }
@@ -505,10 +505,10 @@ async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
         .mount(&server)
         .await;
     let events = Events::default();
-    // No budget: a client sending one request has no deposits to pay for retrying a timeout.
+    // The default budget: a new client's starting credit pays for retrying its first two timeouts.
     let client = client_with(
         reqwest_client().timeout(ms(100)).build().unwrap(),
-        quick().no_budget().on_retry(events.hook()).build().unwrap(),
+        quick().on_retry(events.hook()).build().unwrap(),
     );
 
     let report = RetryReport::new();
@@ -739,9 +739,10 @@ async fn the_retry_and_the_give_up_are_logged_with_the_request_s_method_host_and
 }
 
 #[tokio::test]
-async fn with_the_default_budget_a_lone_requests_timeout_is_not_retried_but_its_503_is() {
-    // The budget's floor pays for retrying a 503, never a timeout: the one request sent has not paid
-    // for that (see `RetryBudget`, "Timeouts").
+async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_starting_credit() {
+    // A new budget has no deposits to judge a timeout by: its starting credit (one second of the
+    // floor) pays for two timeouts' retries, at four retries' worth each, and no more; a 503 is paid
+    // from the floor (see `RetryBudget`, "Timeouts").
     let server = MockServer::start().await;
     Mock::given(path("/slow"))
         .respond_with(ResponseTemplate::new(200).set_delay(ms(1000)))
@@ -753,7 +754,7 @@ async fn with_the_default_budget_a_lone_requests_timeout_is_not_retried_but_its_
         .await;
     let client = client_with(
         reqwest_client().timeout(ms(100)).build().unwrap(),
-        quick().build().unwrap(),
+        quick().max_retries(5).build().unwrap(),
     );
 
     let report = RetryReport::new();
@@ -763,11 +764,11 @@ async fn with_the_default_budget_a_lone_requests_timeout_is_not_retried_but_its_
         .send()
         .await;
     assert!(matches!(result, Err(reqwest_middleware::Error::Reqwest(e)) if e.is_timeout()));
-    assert_eq!(hits(&server, "/slow").await, 1);
+    assert_eq!(hits(&server, "/slow").await, 3);
     let timed_out = report.get().unwrap();
     assert_eq!(
         (timed_out.attempts(), timed_out.stop_reason()),
-        (1, Some(StopReason::Budget))
+        (3, Some(StopReason::Budget))
     );
 
     let response = client
@@ -775,6 +776,6 @@ async fn with_the_default_budget_a_lone_requests_timeout_is_not_retried_but_its_
         .send()
         .await
         .unwrap();
-    assert_eq!(info(&response).attempts(), 3);
-    assert_eq!(hits(&server, "/busy").await, 3);
+    assert_eq!(info(&response).attempts(), 6);
+    assert_eq!(hits(&server, "/busy").await, 6);
 }

@@ -1015,20 +1015,29 @@ fn hung(
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_default_policy_gives_up_on_a_hung_service_after_10_s_when_no_request_paid_for_a_retry()
-{
+async fn a_new_clients_timeouts_are_retried_from_the_starting_credit_an_old_quiet_ones_are_not() {
     let hits = Hits::default();
+    let policy = RetryPolicy::builder()
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
     let start = Instant::now();
 
-    let error = send(RetryPolicy::default(), hung(&hits), get())
-        .await
-        .unwrap_err();
-
-    // The attempt is cut at 10 s (`attempt_timeout`). Retrying a timeout is paid from the requests'
-    // deposits only, and one request has not paid for it: the budget stops the retries.
-    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    // The budget's first window: no request has paid for retrying a timeout, and the starting credit
+    // (one second of the floor, 10 retries' worth) pays for two, at 4 each.
+    let error = send(policy.clone(), hung(&hits), get()).await.unwrap_err();
     assert!(error.is_attempt_timeout(), "{error:?}");
-    assert_eq!(hits.count(), 1);
+    assert_eq!(hits.count(), 3);
+    assert_eq!(error.info().stop_reason(), Some(StopReason::Budget));
+    // Three attempts of 1 s, retried after jittered 100 and 200 ms ceilings.
+    assert!(start.elapsed() >= Duration::from_secs(3) && start.elapsed() <= ms(3_300));
+
+    // A call made after the first window is judged by its recent requests, which paid for nothing:
+    // a fleet of quiet clients does not keep a slow server busy with retries of timeouts.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let error = send(policy, hung(&hits), get()).await.unwrap_err();
+    assert!(error.is_attempt_timeout(), "{error:?}");
+    assert_eq!(hits.count(), 4);
     assert_eq!(error.info().stop_reason(), Some(StopReason::Budget));
 }
 

@@ -17,22 +17,25 @@ const RETRY_COST: i64 = 100_000;
 /// A deposit reads the clock once in this many, to move the window along without a per-request clock.
 const CLOCK_EVERY: u64 = 64;
 
-/// One retry taken from a [`RetryBudget`]: the slot it was taken in, plus one (so that an
-/// `Option<Withdrawal>` is a single word).
+/// One retry taken from a [`RetryBudget`]: the slot it was taken in, or the starting credit, plus one
+/// (so that an `Option<Withdrawal>` is a single word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Withdrawal(NonZeroU64);
 
+/// The epoch a withdrawal from the starting credit records: no slot has it.
+const FROM_CREDIT: u64 = (1 << 56) - 1;
+
 impl Withdrawal {
-    /// The slot's epoch in the low 56 bits (228 years of 100 ms slots), how many retries' worth in the
-    /// top 8.
+    /// The slot's epoch in the low 56 bits (228 years of 100 ms slots; all ones for the starting
+    /// credit), how many retries' worth in the top 8.
     fn new(epoch: u64, times: u8) -> Self {
-        let packed = (u64::from(times) << 56) | (epoch & ((1 << 56) - 1));
+        let packed = (u64::from(times) << 56) | (epoch & FROM_CREDIT);
         Self(NonZeroU64::MIN.saturating_add(packed))
     }
 
     fn parts(self) -> (u64, u8) {
         let packed = self.0.get() - 1;
-        (packed & ((1 << 56) - 1), (packed >> 56) as u8)
+        (packed & FROM_CREDIT, (packed >> 56) as u8)
     }
 }
 
@@ -41,16 +44,23 @@ impl Withdrawal {
 pub(crate) enum RetryKind {
     /// Any retry but a timeout's: one retry's worth, floor included.
     Plain,
-    /// A retry of a timed-out attempt: `TIMEOUT_COST` retries' worth, from the requests' deposits
-    /// only, never the floor.
+    /// A retry of a timed-out attempt: `TIMEOUT_COST` retries' worth, from the deposits of the window
+    /// and of its last `RECENT_SLOTS` slots alike, never the floor; or, for a call of the account's
+    /// first window, from the starting credit.
     Timeout,
 }
 
-/// What retrying a timeout costs, in retries. Measured in `examples/herd/` (metastable overload, one
-/// process of 1 000 callers): at 1, the load during the trigger is 2.15× offered and recovery takes
-/// 5.25 s; at 2 (the AWS SDKs' ratio of a timeout's cost to a retry's), 1.71× and 2.75 s; at 3, 1.38×
-/// and 2.0 s; at 4, 1.23× and 1.75 s; at 5, 1.23× and 1.5 s.
+/// What retrying a timeout costs, in retries (`docs/herd-metastable.md` has the figures of 1 to 5).
 pub(crate) const TIMEOUT_COST: u8 = 4;
+
+/// The slots (tenths of the window) whose deposits must also pay for a timeout's retry on their own:
+/// a burst of timeouts after a calm spell spends what the requests sent while the server was slow
+/// paid in, not the whole window banked before it.
+const RECENT_SLOTS: u64 = 2;
+
+/// The starting credit, in seconds of the floor: what the timeouts of the calls of an account's first
+/// window, which has no deposits to judge them by, may spend.
+const STARTING_CREDIT_SECONDS: i64 = 1;
 
 /// The account behind a [`RetryBudget`] and all its clones: a Finagle-style sliding window of deposits
 /// (one per request) and withdrawals (one per retry) over a floor of retries per second.
@@ -64,6 +74,9 @@ pub(crate) struct Account {
     deposits: AtomicU64,
     reserve: i64,
     deposit: i64,
+    /// What is left of the starting credit, in units: spent only on the timeouts of calls that
+    /// started in the account's first window (see `RetryBudget`'s "Timeouts").
+    credit: AtomicI64,
     /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract.
     rotation: Mutex<()>,
     /// The validated shape, as configured, for the accessors and `Debug`.
@@ -85,6 +98,9 @@ impl Account {
             deposits: AtomicU64::new(0),
             reserve,
             deposit,
+            credit: AtomicI64::new(
+                i64::from(shape.min_per_second) * RETRY_COST * STARTING_CREDIT_SECONDS,
+            ),
             rotation: Mutex::new(()),
             shape,
         }
@@ -104,10 +120,11 @@ impl Account {
         self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
     }
 
-    /// Takes one retry of `kind`, if the balance allows it.
-    pub(crate) fn withdraw(&self, kind: RetryKind) -> Option<Withdrawal> {
+    /// Takes one retry of `kind` for a call that started at `call_started`, if the balance allows it.
+    pub(crate) fn withdraw(&self, kind: RetryKind, call_started: Instant) -> Option<Withdrawal> {
         let _guard = self.lock();
-        let epoch = self.rotate(Instant::now());
+        let now = Instant::now();
+        let epoch = self.rotate(now);
         let (reserve, times) = match kind {
             RetryKind::Plain => (self.reserve, 1),
             RetryKind::Timeout => (0, TIMEOUT_COST),
@@ -118,11 +135,27 @@ impl Account {
             .iter()
             .map(|b| b.load(Ordering::Relaxed))
             .fold(reserve, i64::saturating_add);
-        if balance < cost {
-            return None;
+        let affordable = match kind {
+            RetryKind::Plain => balance >= cost,
+            RetryKind::Timeout => {
+                let recent = (0..RECENT_SLOTS)
+                    .map(|k| self.balances[slot_of(epoch.wrapping_sub(k))].load(Ordering::Relaxed))
+                    .fold(0, i64::saturating_add);
+                balance >= cost && recent >= cost
+            }
+        };
+        if affordable {
+            self.balances[slot_of(epoch)].fetch_sub(cost, Ordering::Relaxed);
+            return Some(Withdrawal::new(epoch, times));
         }
-        self.balances[slot_of(epoch)].fetch_sub(cost, Ordering::Relaxed);
-        Some(Withdrawal::new(epoch, times))
+        // A call of the first window has no deposits to be judged by: its timeout may spend the
+        // starting credit.
+        let young = call_started.saturating_duration_since(self.origin) < self.shape.window;
+        if kind == RetryKind::Timeout && young && self.credit.load(Ordering::Relaxed) >= cost {
+            self.credit.fetch_sub(cost, Ordering::Relaxed);
+            return Some(Withdrawal::new(FROM_CREDIT, times));
+        }
+        None
     }
 
     /// Gives back a withdrawal in the slot it was taken from. A withdrawal that has already expired with
@@ -130,6 +163,11 @@ impl Account {
     pub(crate) fn refund(&self, withdrawal: Withdrawal) {
         let _guard = self.lock();
         let (epoch, times) = withdrawal.parts();
+        if epoch == FROM_CREDIT {
+            self.credit
+                .fetch_add(RETRY_COST * i64::from(times), Ordering::Relaxed);
+            return;
+        }
         let current = self.rotate(Instant::now());
         if current - epoch < SLOTS as u64 {
             self.balances[slot_of(epoch)]
@@ -181,7 +219,10 @@ mod tests {
 
     fn drain(budget: &RetryBudget) -> u32 {
         let mut granted = 0;
-        while budget.withdraw(super::RetryKind::Plain).is_some() {
+        while budget
+            .withdraw(super::RetryKind::Plain, Instant::now())
+            .is_some()
+        {
             granted += 1;
         }
         granted
@@ -265,10 +306,69 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_reserve_comes_back_as_withdrawals_expire() {
         let b = budget(0.0, 1, 1);
-        assert!(b.withdraw(RetryKind::Plain).is_some());
-        assert!(b.withdraw(RetryKind::Plain).is_none());
+        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_some());
+        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_none());
         tokio::time::advance(Duration::from_millis(1100)).await;
-        assert!(b.withdraw(RetryKind::Plain).is_some());
+        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timeouts_of_first_window_calls_spend_the_starting_credit() {
+        // No deposits: the floor alone, 10 retries a second, which a timeout may not use.
+        let b = budget(0.2, 10, 10);
+        let t0 = Instant::now();
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        // One second of the floor, 10 retries' worth, is two timeouts' retries at 4 each.
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_none());
+        // The floor itself is untouched.
+        assert_eq!(drain(&b), 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_started_after_the_first_window_gets_no_credit() {
+        let b = budget(0.2, 10, 10);
+        let t0 = Instant::now();
+        tokio::time::advance(Duration::from_secs(12)).await;
+        // A call that started in the first window and timed out late still may.
+        assert!(
+            b.withdraw(RetryKind::Timeout, t0 + Duration::from_secs(9))
+                .is_some()
+        );
+        assert!(b.withdraw(RetryKind::Timeout, Instant::now()).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refunded_credit_withdrawal_goes_back_to_the_credit() {
+        let b = budget(0.2, 10, 10);
+        let t0 = Instant::now();
+        let first = b.withdraw(RetryKind::Timeout, t0).unwrap();
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        b.refund(first);
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        assert!(b.withdraw(RetryKind::Timeout, t0).is_none());
+        // Without a floor there is no credit.
+        let strict = budget(0.2, 0, 10);
+        assert!(strict.withdraw(RetryKind::Timeout, t0).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeouts_are_paid_from_recent_deposits_not_the_calm_before() {
+        let b = budget(1.0, 0, 10);
+        for _ in 0..CLOCK_EVERY {
+            b.deposit();
+        }
+        // 64 retries' worth banked at t = 0; at t = 5 s none of it is recent.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let now = Instant::now();
+        assert!(b.withdraw(RetryKind::Timeout, now).is_none());
+        // Plain retries still spend the whole window.
+        assert!(b.withdraw(RetryKind::Plain, now).is_some());
+        // Requests sent now pay for it.
+        for _ in 0..CLOCK_EVERY {
+            b.deposit();
+        }
+        assert!(b.withdraw(RetryKind::Timeout, now).is_some());
     }
 
     #[test]
@@ -279,7 +379,7 @@ mod tests {
                 let b = b.clone();
                 std::thread::spawn(move || {
                     (0..1000)
-                        .filter(|_| b.withdraw(RetryKind::Plain).is_some())
+                        .filter(|_| b.withdraw(RetryKind::Plain, Instant::now()).is_some())
                         .count()
                 })
             })

@@ -33,6 +33,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::error::ConfigError;
 
 use crate::cooldown::Host;
@@ -58,18 +60,22 @@ pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(60);
 ///
 /// # Timeouts
 ///
-/// A retry of a timed-out attempt costs four retries' worth, and is paid from the requests' deposits
-/// only, never from the floor. A timeout is the failure that keeps an overloaded server overloaded: the
-/// attempt given up on may still be in the server's queue, to be served for nobody, while its retry
-/// queues behind it (a metastable failure: Bronson et al., HotOS 2021). Measured in
-/// `examples/herd/` (`--scenario metastable`: 70 % load, capacity halved for 5 s, 1 s per attempt),
-/// with the floor paying for timeouts a fleet of 1 000 clients of 0.7 requests a second never
-/// recovered — their floors alone allowed 10 000 retries a second — and one process of 1 000 callers
-/// ran at 2.15× its load during the trigger and recovered 5.25 s after it. With this rule the fleet
-/// recovers in 0.5 s at 1.02×, the process in 1.75 s at 1.23×. Other failures (a `503`, a refused
-/// connection, a reset) cost one retry and may use the floor, so a client sending one request still
-/// has its retries for them; such a client does not retry a timeout unless its recent requests have
-/// paid for it (at ratio 0.2, twenty of them in the window).
+/// A retry of a timed-out attempt costs four retries' worth, and is paid from the requests' deposits,
+/// never from the floor: from those of the whole window, and from those of its last fifth (2 s by
+/// default) alike. A timeout is the failure that keeps an overloaded server overloaded: the attempt
+/// given up on may still be in the server's queue, to be served for nobody, while its retry queues
+/// behind it (a metastable failure: Bronson et al., HotOS 2021). So a fleet of clients that each send
+/// little cannot keep a saturated server saturated with the floors they hold between them, and a burst
+/// of timeouts after a calm spell spends what the requests sent while the server was slow paid in, not
+/// the whole window banked before it. Other failures (a `503`, a refused connection, a reset) cost one
+/// retry and may use the floor.
+///
+/// A new budget starts with a credit of one second of its floor (10 retries' worth by default, two
+/// timeouts' retries), which only the timeouts of calls started in its first window may spend: a
+/// client that has just started has no deposits to be judged by, and its first timed-out requests are
+/// retried; a fleet that has been running for a window pays for its timeouts' retries with its
+/// requests. Without a floor (`min_per_second(0)`) there is no credit. `docs/herd-metastable.md` has
+/// the measurements behind these rules.
 ///
 /// # Sharing
 ///
@@ -254,8 +260,8 @@ impl RetryBudget {
 
     /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
     /// [`refund`](Self::refund) should the retry never be sent.
-    pub(crate) fn withdraw(&self, kind: RetryKind) -> Option<Withdrawal> {
-        self.account.withdraw(kind)
+    pub(crate) fn withdraw(&self, kind: RetryKind, call_started: Instant) -> Option<Withdrawal> {
+        self.account.withdraw(kind, call_started)
     }
 
     /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,

@@ -141,8 +141,15 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Sets the most retries after the first attempt. Defaults to 3; `u32::MAX` is unlimited in practice,
-    /// `0` never retries.
+    /// Sets the most retries after the first attempt. Defaults to 10
+    /// ([`RetryPolicy::DEFAULT_MAX_RETRIES`]); `u32::MAX` is unlimited in practice, `0` never retries.
+    ///
+    /// Why 10: the count is a backstop, not what ends a call that keeps failing. Ten retries of the
+    /// default backoff (ceilings 100 ms, 200 ms, … capped at 20 s) reach past the 30 s deadline, so a
+    /// call is bounded by its deadline and by the retry budget, the two limits that mean something to a
+    /// caller and to a server: it rides out a backend restart of several seconds, where three retries
+    /// (700 ms of ceilings) were spent inside a one-second restart, and the budget keeps a fleet's
+    /// retries to 20 % of its requests however many each call may make.
     ///
     /// ```
     /// use std::time::Duration;
@@ -225,8 +232,10 @@ impl RetryPolicyBuilder {
 
     /// Sets the time limit of one attempt, until the response's head (status and headers) arrives: an
     /// attempt that exceeds it is dropped, which cancels it, and is judged a timeout, which is retried
-    /// like any timeout when the request is idempotent or carries an `Idempotency-Key`. Defaults to 10 s
-    /// ([`RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT`]).
+    /// like any timeout when the request is idempotent or carries an `Idempotency-Key`, and the retry
+    /// budget pays for it: a timeout's retry costs four retries, paid by the requests of the last
+    /// seconds, or, for the calls of a new budget's first window, by its starting credit (see
+    /// [`RetryBudget`], "Timeouts"). Defaults to 10 s ([`RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT`]).
     ///
     /// It nests inside the deadline: an attempt gets `min(attempt_timeout, time left)`. When the retries
     /// stop on a timed-out attempt, the call ends with an [`Error`](crate::Error) whose
@@ -243,10 +252,9 @@ impl RetryPolicyBuilder {
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), stagger::ConfigError> {
-    /// // No budget: one call has not paid for retrying a timeout (see `RetryBudget`).
+    /// // A new client: the budget's starting credit pays for retrying its first timeouts.
     /// let policy = RetryPolicy::builder()
     ///     .attempt_timeout(Duration::from_secs(2))
-    ///     .no_budget()
     ///     .build()?;
     /// let attempts = AtomicU32::new(0);
     /// let hangs_once = || async {

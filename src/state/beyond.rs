@@ -218,13 +218,16 @@ impl RetryState {
         let Some(budget) = &self.policy.shared.budget else {
             return Ok(None);
         };
+        // A call whose start is not known (an adapter of one's own, without a deadline) is judged
+        // as if it started now.
+        let started = self.started.unwrap_or_else(Instant::now);
         let withdrawal = if budget.per_host() {
             self.resolve_partition(request);
             self.partition
                 .as_ref()
-                .and_then(|partition| partition.withdraw(kind))
+                .and_then(|partition| partition.withdraw(kind, started))
         } else {
-            budget.withdraw(kind)
+            budget.withdraw(kind, started)
         };
         withdrawal.map(Some).ok_or(())
     }

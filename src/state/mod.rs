@@ -69,7 +69,9 @@ pub struct RetryState {
     partition: Option<Arc<Account>>,
     /// Hedged attempts started.
     hedges: u32,
-    /// When the deadline's clock started; `None` until first needed (see [`RetryPolicy::start`]).
+    /// When the call started, for its deadline and for the budget; `None` until first needed (see
+    /// [`RetryPolicy::start`]): a call whose attempts all answer at their first poll never reads the
+    /// clock.
     started: Option<Instant>,
     attempts: u32,
     /// Time slept between attempts, in nanoseconds (saturating at 584 years): half a `Duration`, in a
@@ -366,10 +368,14 @@ impl RetryState {
     /// from now and the deadline. Starts the deadline's clock if it has not started. `None` without
     /// either limit (or with limits beyond what an `Instant` can hold).
     pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, Limit)> {
+        let now = Instant::now();
+        // The call's start, which the budget asks when it pays for a timeout, is known from here on
+        // even without a deadline.
+        self.started.get_or_insert(now);
         let s = &*self.policy.shared;
         let attempt = s
             .attempt_timeout
-            .and_then(|timeout| Instant::now().checked_add(timeout));
+            .and_then(|timeout| now.checked_add(timeout));
         match (attempt, self.deadline()) {
             (Some(attempt), Some(deadline)) if attempt < deadline => {
                 Some((attempt, Limit::Attempt))

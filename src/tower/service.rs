@@ -23,7 +23,7 @@ use crate::replay::{HttpReplay, Replay};
 /// let ok = |_: http::Request<()>| async { Ok::<_, Infallible>(http::Response::new(())) };
 /// let inner = service_fn(ok);
 /// let mut service = RetryLayer::new(RetryPolicy::default()).layer(inner);
-/// assert_eq!(service.policy().max_retries(), 3);
+/// assert_eq!(service.policy().max_retries(), 10);
 /// let _inner = service.get_ref(); // or `get_mut()`
 /// let _inner = service.into_inner(); // the service it wrapped, without retries
 /// ```
