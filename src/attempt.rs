@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::classify::{Outcome, Reason};
+use crate::cooldown::Signal;
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
 ///
@@ -53,8 +54,9 @@ pub enum StopReason {
     RetryAfterTooLong,
     /// The inner service failed to become ready for a retry; its `poll_ready` error is returned.
     NotReady,
-    /// The host asked for a pause that outlasts `max_retry_after` or the deadline, so the request was
-    /// not sent (see [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
+    /// The host's cooldown (its hold, or the request's turn in its pace) would outlast
+    /// `max_retry_after` or the deadline, so the request was not sent (see
+    /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     Cooldown,
     /// Adaptive throttling rejected the attempt locally, because the backend has been refusing most of
     /// what the client sent (see
@@ -132,7 +134,8 @@ pub struct Attempt {
     pub(crate) replayable: bool,
     pub(crate) retry_after: Option<Duration>,
     pub(crate) throttled: bool,
-    pub(crate) cooldown: Option<Duration>,
+    /// What the answer tells the host's cooldown.
+    pub(crate) signal: Signal,
 }
 
 impl Attempt {
@@ -153,7 +156,7 @@ impl Attempt {
             replayable: true,
             retry_after: None,
             throttled: false,
-            cooldown: None,
+            signal: Signal::Nothing,
         }
     }
 
@@ -246,7 +249,19 @@ impl Attempt {
     /// when the policy has [`host_cooldown`](crate::RetryPolicyBuilder::host_cooldown) on, and only for
     /// a request whose view names a host. Defaults to `None`.
     pub const fn cooldown(mut self, cooldown: Option<Duration>) -> Self {
-        self.cooldown = cooldown;
+        self.signal = match cooldown {
+            Some(asked) => Signal::Accepted {
+                spent: Some(asked),
+                pace: None,
+            },
+            None => Signal::Nothing,
+        };
+        self
+    }
+
+    /// What the answer tells the host's cooldown, as the HTTP adapters read it.
+    pub(crate) const fn signal(mut self, signal: Signal) -> Self {
+        self.signal = signal;
         self
     }
 

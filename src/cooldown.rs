@@ -1,29 +1,77 @@
-//! The per-host cooldown: when a host asks for a pause, every request to it through one policy waits.
+//! The per-host cooldown: when a host refuses, every request to it through one policy waits, and is
+//! then released at the rate the host admits.
 //!
-//! A table from host to the moment its pause ends, shared by every clone of a policy. A request reads
-//! one atomic flag when no pause is in force anywhere, so the success path of a policy with the
-//! cooldown on costs no lock, no clock read and no allocation; the table is locked only while some
-//! host is cooling down, and when a response asks for a pause.
+//! A table from host to its state, shared by every clone of a policy. A host enters it when it
+//! refuses a request with a delay (a `429`, or a `503` with `Retry-After`) or says its quota is
+//! spent, and goes through three phases:
+//!
+//! 1. **Held**: until the delay it asked for has passed, no request goes; the requests that wait are
+//!    spread over a window as long as the delay after it ends, as `RetryAfterMode::Spread` spreads
+//!    retries.
+//! 2. **Probing**: the waiters go out spread, and the host's answers measure its rate: once it has
+//!    refused one, the gaps between the next requests it accepts are the interval at which it admits
+//!    them (a leaky bucket's `1/rate`; a token bucket's too, once its burst is spent). The smallest of
+//!    two gaps becomes the pace; a host that refuses nothing while probing leaves the table.
+//! 3. **Paced**: every request to the host takes the next free slot, one pace after the last: a
+//!    client asking more than the host admits queues here instead of being refused there. A refusal
+//!    no longer holds the host (it only waits out its own delay, as any retry): a round of the pace
+//!    with a refusal slows it by 5 %, ten rounds without one while requests queue speed it up by 2 %,
+//!    never back to a pace that was refused. A host that has refused nothing for ten seconds and has no
+//!    request queued leaves the table. When the host states its rate (`RateLimit-Policy`), that is the
+//!    pace from the first refusal, with no probe.
+//!
+//! Releasing the waiters at once after the delay, or spread over it, fails against a limiter that
+//! admits requests at a steady rate (nginx's `limit_req`, a token bucket): the first one gets through,
+//! the next, milliseconds later, is refused and holds the host again, one success a second against a
+//! quota of five.
+//!
+//! A request reads one atomic flag when no host is in the table, so the success path of a policy with
+//! the cooldown on costs no lock, no clock read and no allocation; the table is locked only while some
+//! host is in it.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::classify::RequestView;
 
-/// The most hosts the table holds. Past it, a new pause first evicts the pauses that have ended, then
-/// the one that ends first: a client talking to more hosts than this at once keeps the pauses of the
-/// 4 096 that asked for the longest.
+/// The most hosts the table holds. Past it, a new host first evicts the entries that have ended,
+/// then the eighth that end first: a client talking to more hosts than this at once keeps the
+/// 4 096 that hold or pace the longest.
 pub(crate) const MAX_HOSTS: usize = 4096;
+
+/// The longest a host is held, whatever it asked: a `Retry-After` of years, from a buggy proxy or a
+/// hostile server, must not disable a host until the process restarts. Envoy clamps at the same.
+/// After it, requests go out again, and one that is refused holds the host anew.
+pub(crate) const MAX_HOLD: Duration = Duration::from_secs(300);
+
+/// The shortest wait that holds a host already in the table: a quota spent until a reset this far
+/// off (a fixed window's), or a refusal asking this much (a penalty box), which no pace would get
+/// through. A shorter one, from a host that is probed or paced, is a rate limiter's refusal, which
+/// the pace answers: nginx's `limit_req` asks for a second, and a token bucket's `RateLimit` header
+/// says a second until it is full again.
+const LONG_HOLD: Duration = Duration::from_secs(10);
+
+/// How late tokio's timer may wake a request: it rounds every deadline up to the next millisecond.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// How long a paced host stays in the table after its last refusal, with no request queued.
+const QUIET: Duration = Duration::from_secs(10);
+
+/// The shortest round over which a pace is judged.
+const MIN_ROUND: Duration = Duration::from_secs(1);
+
+/// Gaps between accepted requests measured while probing before the pace is set.
+const PROBE_GAPS: u32 = 2;
 
 /// Which host a request goes to: a hash of its host name and port.
 ///
 /// A hash rather than the name, so that a lookup allocates nothing; two hosts whose 64-bit hashes
-/// collide would share their pauses, once in 2⁶⁴.
+/// collide would share their state, once in 2⁶⁴.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Host(u64);
 
@@ -43,27 +91,357 @@ impl Host {
     }
 }
 
-/// A pause in force for a host.
+/// What an answer from a host tells its cooldown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Signal {
+    /// No answer (an error), or one the cooldown does not read.
+    #[default]
+    Nothing,
+    /// The host answered without refusing; `spent` is the wait its headers ask for when they say its
+    /// quota is spent (the next request would be refused), and `pace` the interval its stated rate
+    /// allows (`RateLimit-Policy`), if it states one.
+    Accepted {
+        spent: Option<Duration>,
+        pace: Option<Duration>,
+    },
+    /// The host refused the request and asked for `asked` (a `429`, or a `503` with a server delay);
+    /// `pace` as for an accept.
+    Refused {
+        asked: Duration,
+        pace: Option<Duration>,
+    },
+}
+
+/// A host held: no request goes before `left` has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pause {
-    /// Time left until the pause ends.
+    /// Time left until the hold ends.
     pub(crate) left: Duration,
-    /// How long the server asked for: the window over which the requests that waited are spread
-    /// after the pause ends, as `RetryAfterMode::Spread` spreads retries.
+    /// How long the host asked for: the window over which the waiters are spread after the hold,
+    /// while its rate is not known.
     pub(crate) asked: Duration,
+}
+
+/// A request's place in a host's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pacer: u64,
+    position: u64,
+}
+
+/// When a request to a host may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Now.
+    Go,
+    /// After the host's hold, plus a share of a window spread over the waiters.
+    Spread(Pause),
+    /// At its slot, this long from now.
+    Slot(Duration),
+}
+
+impl Admission {
+    /// How long before the request may go, at the earliest.
+    pub(crate) fn left(self) -> Duration {
+        match self {
+            Self::Go => Duration::ZERO,
+            Self::Spread(pause) => pause.left,
+            Self::Slot(at) => at,
+        }
+    }
+}
+
+impl Signal {
+    /// Whether the signal can put its host into the table: anything but a plain accept.
+    pub(crate) fn starts_a_cooldown(self) -> bool {
+        matches!(
+            self,
+            Self::Accepted { spent: Some(_), .. } | Self::Refused { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
+    /// No request before this.
     until: Instant,
+    /// The delay asked for by the refusal that started the last hold.
     asked: Duration,
+    phase: Phase,
+    last_refusal: Instant,
 }
 
-/// The pauses of the hosts that asked for one.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// The rate is being measured from the host's answers.
+    Probing(Probe),
+    /// Requests are released one `pace` apart.
+    Paced(Pacer),
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Probe {
+    /// The host has refused since the hold ended: from here on, accepts are spaced by its rate.
+    refused: bool,
+    last_accept: Option<Instant>,
+    gaps: u32,
+    /// The smallest gap between two accepts: the host admits a request that far after another.
+    smallest_gap: Option<Duration>,
+    /// The largest gap between an accept and a refusal after it: the host does not admit a request
+    /// that close after another.
+    largest_refused: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pacer {
+    /// Which pacer a [`Ticket`] was taken from: a ticket of an earlier one means nothing here.
+    id: u64,
+    pace: Duration,
+    /// Position `anchor.1` goes at `anchor.0`, and each later one a pace after the one before, so
+    /// that a change of pace moves every request still waiting.
+    anchor: (Instant, u64),
+    /// The next position to give out.
+    next: u64,
+    /// When the last request went, as the pace reckons it: the next goes a pace later at the
+    /// earliest, whatever the positions say (a waiter asleep since before a change of pace goes at
+    /// its old time). A request that goes up to a timer tick late, as timers do, moves it by one pace,
+    /// not to the time it went, so that the rate is the pace's, not a tick slower.
+    last_release: Option<Instant>,
+    /// The slowest pace known to be refused.
+    refused_at: Option<Duration>,
+    /// The fastest pace a round with requests queued went through without a refusal.
+    good: Option<Duration>,
+    /// When the pace was set: a refusal answered within one pace of it was sent before.
+    since: Instant,
+    round: Round,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    start: Instant,
+    /// Rounds in a row without a refusal, requests queued, at this pace.
+    clean: u32,
+}
+
+impl Entry {
+    /// A host that refused at `now`, asking for `asked`.
+    fn refused(now: Instant, asked: Duration, pace: Option<Duration>) -> Self {
+        let until = now + asked.min(MAX_HOLD);
+        Self {
+            until,
+            asked,
+            phase: match pace {
+                Some(pace) => Phase::Paced(Pacer::new(pace, now, until, None)),
+                None => Phase::Probing(Probe::default()),
+            },
+            last_refusal: now,
+        }
+    }
+
+    /// When the entry may leave the table, if nothing else happens to it.
+    fn ends(&self) -> Instant {
+        let probe_over = self.until + self.asked.min(MAX_HOLD);
+        match self.phase {
+            Phase::Probing(_) => probe_over.max(self.last_refusal + QUIET),
+            Phase::Paced(pacer) => pacer.tail().max(self.last_refusal + QUIET),
+        }
+    }
+
+    /// Holds the host until `asked` from `now`, unless a longer hold is in force; a queue waits
+    /// until the hold ends.
+    fn hold(&mut self, now: Instant, asked: Duration) {
+        let until = now + asked.min(MAX_HOLD);
+        if until > self.until {
+            self.until = until;
+            self.asked = asked;
+            if let Phase::Paced(pacer) = &mut self.phase {
+                pacer.respace(pacer.pace, now, until);
+            }
+        }
+    }
+
+    /// Moves the phase along to `now`: a probe whose window has passed sets the pace (or, without a
+    /// refusal in it, says the host is fine), a round of the pace that has passed is judged.
+    /// `false` when the entry should leave the table.
+    fn advance(&mut self, now: Instant) -> bool {
+        match &mut self.phase {
+            Phase::Probing(probe) => {
+                let window = self.asked.clamp(MIN_ROUND, MAX_HOLD);
+                if now < self.until + window {
+                    return true;
+                }
+                if !probe.refused {
+                    // Nothing refused while probing: the host admits what is sent.
+                    return false;
+                }
+                // Too few accepts to measure two gaps: one gap, or, without one, a request per
+                // delay asked.
+                let pace = probe.smallest_gap.unwrap_or(window);
+                self.phase = Phase::Paced(probe.pacer(pace, now));
+                true
+            }
+            Phase::Paced(pacer) => {
+                pacer.judge_round(now);
+                now < self.ends()
+            }
+        }
+    }
+}
+
+impl Probe {
+    /// A refusal at `now`: the first starts the measure; a later one bounds the interval from below.
+    fn refused(&mut self, now: Instant) {
+        if !self.refused {
+            // The accepts before the first refusal may be a burst.
+            self.refused = true;
+            self.last_accept = None;
+        } else if let Some(last) = self.last_accept {
+            let gap = now.saturating_duration_since(last);
+            self.largest_refused = Some(self.largest_refused.map_or(gap, |g| g.max(gap)));
+        }
+    }
+
+    /// The pacer this probe's measure makes, at `now`: `pace` apart from the last accept on, speeding
+    /// up no further than the largest gap refused.
+    fn pacer(&self, pace: Duration, now: Instant) -> Pacer {
+        let first = self.last_accept.map_or(now, |last| (last + pace).max(now));
+        let refused_at = self.largest_refused.filter(|&refused| refused < pace);
+        Pacer::new(pace, now, first, refused_at)
+    }
+
+    /// An accept at `now`: after a refusal, its gap to the previous accept is the host's interval.
+    /// The pace, once two gaps are in.
+    fn accepted(&mut self, now: Instant) -> Option<Duration> {
+        if !self.refused {
+            return None;
+        }
+        if let Some(last) = self.last_accept {
+            let gap = now.saturating_duration_since(last);
+            self.smallest_gap = Some(self.smallest_gap.map_or(gap, |g| g.min(gap)));
+            self.gaps += 1;
+        }
+        self.last_accept = Some(now);
+        self.smallest_gap.filter(|_| self.gaps >= PROBE_GAPS)
+    }
+}
+
+impl Pacer {
+    /// A pace set at `now`, whose first slot is `first`.
+    fn new(pace: Duration, now: Instant, first: Instant, refused_at: Option<Duration>) -> Self {
+        static PACERS: AtomicU64 = AtomicU64::new(0);
+        Self {
+            id: PACERS.fetch_add(1, Ordering::Relaxed),
+            pace: pace.max(Duration::from_micros(1)),
+            anchor: (first, 0),
+            next: 0,
+            last_release: None,
+            refused_at,
+            good: None,
+            since: now,
+            round: Round {
+                start: now,
+                clean: 0,
+            },
+        }
+    }
+
+    /// A refusal answered at `now`: unless the request went before the pace was set, the pace is too
+    /// fast. Back at once to the fastest pace known good, or 5 % slower without one.
+    fn refused(&mut self, now: Instant) {
+        if now < self.since + self.pace {
+            return;
+        }
+        let refused = self.refused_at.map_or(self.pace, |p| p.max(self.pace));
+        self.refused_at = Some(refused);
+        let back = match self.good {
+            Some(good) if good > refused => good,
+            _ => self.pace.mul_f64(1.05),
+        };
+        self.respace(back, now, now);
+        self.since = now;
+        self.round = Round {
+            start: now,
+            clean: 0,
+        };
+    }
+
+    fn round_length(&self) -> Duration {
+        (self.pace * 8).max(MIN_ROUND)
+    }
+
+    /// When `position` goes.
+    fn time_of(&self, position: u64) -> Instant {
+        let ahead = u32::try_from(position.saturating_sub(self.anchor.1)).unwrap_or(u32::MAX);
+        self.anchor.0 + self.pace.saturating_mul(ahead)
+    }
+
+    /// When the next request to join the queue would go.
+    fn tail(&self) -> Instant {
+        self.time_of(self.next)
+    }
+
+    /// The next position and its time, not before `earliest`.
+    fn take(&mut self, earliest: Instant) -> (u64, Instant) {
+        let position = self.next;
+        let mut at = self.time_of(position);
+        if at < earliest {
+            // The queue ran dry: it starts again from here.
+            self.anchor = (earliest, position);
+            at = earliest;
+        }
+        self.next += 1;
+        (position, at)
+    }
+
+    /// Spaces the positions not yet due at `now` by `pace`, none of them before `earliest`; those
+    /// already due keep their time.
+    fn respace(&mut self, pace: Duration, now: Instant, earliest: Instant) {
+        let pace = pace.max(Duration::from_micros(1));
+        let due = now.saturating_duration_since(self.anchor.0).as_nanos();
+        let steps = due.div_ceil(self.pace.as_nanos().max(1));
+        let first = (self.anchor.1)
+            .saturating_add(u64::try_from(steps).unwrap_or(u64::MAX))
+            .min(self.next);
+        // The first one waiting goes a new pace after the last one due, not an old one.
+        let at = match first.checked_sub(1).filter(|&last| last >= self.anchor.1) {
+            Some(last) => self.time_of(last) + pace,
+            None => self.time_of(first),
+        };
+        self.anchor = (at.max(earliest), first);
+        self.pace = pace;
+    }
+
+    /// Ends the round if it has lasted its length without a refusal. After two such rounds in a row
+    /// with requests queued (every waiter has looked at its place again by the second: see `admit`),
+    /// the pace is good, and when it is more than 2 % above the slowest pace known refused, the next
+    /// is halfway between: a search that costs one refusal for each step below the host's rate. A
+    /// pace with no refusal known below it (a stated rate) stays.
+    fn judge_round(&mut self, now: Instant) {
+        if now < self.round.start + self.round_length() {
+            return;
+        }
+        if self.tail() > now {
+            self.round.clean += 1;
+            if self.round.clean >= 2 {
+                self.good = Some(self.good.map_or(self.pace, |good| good.min(self.pace)));
+                if let Some(refused) = self.refused_at
+                    && self.pace > refused.mul_f64(1.02)
+                {
+                    self.respace((self.pace + refused) / 2, now, now);
+                    self.since = now;
+                    self.round.clean = 0;
+                }
+            }
+        }
+        self.round.start = now;
+    }
+}
+
+/// The hosts that refused lately.
 #[derive(Debug, Default)]
 pub(crate) struct Cooldowns {
-    /// Whether any pause may be in force. Set under the lock when one is recorded, cleared under it
-    /// when every pause has ended; read without it by every request.
+    /// Whether any host may be in the table. Set under the lock when one enters, cleared under it
+    /// when the table empties; read without it by every request.
     armed: AtomicBool,
     table: Mutex<Table>,
 }
@@ -71,7 +449,7 @@ pub(crate) struct Cooldowns {
 #[derive(Debug, Default)]
 struct Table {
     hosts: HashMap<Host, Entry>,
-    /// When the last pause in the table ends.
+    /// When the last entry may end, at the latest: past it the table is emptied at once.
     latest: Option<Instant>,
 }
 
@@ -80,59 +458,166 @@ impl Cooldowns {
         Self::default()
     }
 
-    /// Records that `host` asked, at `now`, for a pause of `asked`. A longer pause already in force
-    /// is kept.
-    pub(crate) fn record(&self, host: Host, asked: Duration, now: Instant) {
-        let Some(until) = now.checked_add(asked) else {
+    /// Whether any host may be in the table.
+    #[inline]
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Acquire)
+    }
+
+    /// Records what `host` answered at `now`.
+    pub(crate) fn observe(&self, host: Host, signal: Signal, now: Instant) {
+        if signal == Signal::Nothing {
             return;
-        };
-        if asked.is_zero() {
+        }
+        let starts = signal.starts_a_cooldown();
+        if !starts && !self.is_armed() {
             return;
         }
         let mut table = self.lock();
-        if !table.hosts.contains_key(&host) && table.hosts.len() >= MAX_HOSTS {
-            table.make_room(now);
+        let entry = match table.live(host, now) {
+            Some(entry) => entry,
+            None if !starts => return,
+            None => {
+                if table.hosts.len() >= MAX_HOSTS {
+                    table.make_room(now);
+                }
+                let entry = match signal {
+                    Signal::Refused { asked, pace, .. } => Entry::refused(now, asked, pace),
+                    Signal::Accepted { spent, pace } => {
+                        Entry::refused(now, spent.unwrap_or_default(), pace)
+                    }
+                    Signal::Nothing => return,
+                };
+                table.hosts.insert(host, entry);
+                let ends = entry.ends();
+                table.extend(ends);
+                self.armed.store(true, Ordering::Release);
+                return;
+            }
+        };
+        match signal {
+            Signal::Nothing => {}
+            Signal::Accepted { spent, .. } => {
+                if let Some(asked) = spent.filter(|&asked| asked > LONG_HOLD) {
+                    entry.hold(now, asked);
+                }
+                if let Phase::Probing(probe) = &mut entry.phase
+                    && now >= entry.until
+                    && let Some(pace) = probe.accepted(now)
+                {
+                    entry.phase = Phase::Paced(probe.pacer(pace, now));
+                }
+            }
+            Signal::Refused { asked, pace } => {
+                entry.last_refusal = now;
+                match &mut entry.phase {
+                    // Refused before the hold ends: a request sent before it began.
+                    Phase::Probing(_) if now < entry.until => entry.hold(now, asked),
+                    Phase::Probing(probe) => {
+                        probe.refused(now);
+                        if let Some(pace) = pace {
+                            entry.phase = Phase::Paced(Pacer::new(pace, now, now, None));
+                        }
+                    }
+                    Phase::Paced(pacer) => {
+                        pacer.refused(now);
+                        if let Some(pace) = pace.filter(|&pace| pace > pacer.pace) {
+                            pacer.respace(pace, now, now);
+                        }
+                    }
+                }
+                if asked > LONG_HOLD {
+                    entry.hold(now, asked);
+                }
+            }
         }
-        let entry = table.hosts.entry(host).or_insert(Entry {
-            until: now,
-            asked: Duration::ZERO,
-        });
-        if until > entry.until {
-            *entry = Entry { until, asked };
-        }
-        table.latest = Some(table.latest.map_or(until, |latest| latest.max(until)));
-        self.armed.store(true, Ordering::Release);
+        let ends = entry.ends();
+        table.extend(ends);
     }
 
-    /// The pause `host` is in at `now`, if any. One atomic load when no host is cooling down.
+    /// The hold `host` is in at `now`, if any: no request to it goes before it ends. One atomic load
+    /// when no host is in the table.
     #[inline]
-    pub(crate) fn pause(&self, host: Host, now: impl FnOnce() -> Instant) -> Option<Pause> {
-        if !self.armed.load(Ordering::Acquire) {
+    pub(crate) fn hold(&self, host: Host, now: impl FnOnce() -> Instant) -> Option<Pause> {
+        if !self.is_armed() {
             return None;
         }
-        self.pause_slow(host, now())
+        self.hold_slow(host, now())
     }
 
     #[cold]
-    fn pause_slow(&self, host: Host, now: Instant) -> Option<Pause> {
+    fn hold_slow(&self, host: Host, now: Instant) -> Option<Pause> {
         let mut table = self.lock();
-        if table.latest.is_none_or(|latest| latest <= now) {
-            // Every pause has ended: empty the table, and let requests skip it again.
-            table.hosts.clear();
-            table.latest = None;
-            self.armed.store(false, Ordering::Release);
-            return None;
-        }
-        let entry = table.hosts.get(&host)?;
+        let entry = table.live(host, now)?;
         (entry.until > now).then(|| Pause {
             left: entry.until - now,
             asked: entry.asked,
         })
     }
 
-    /// Whether any pause may be in force.
-    pub(crate) fn is_armed(&self) -> bool {
-        self.armed.load(Ordering::Acquire)
+    /// Whether requests to `host` are held or paced: a hedge, which would go past the queue, is not
+    /// sent to it.
+    pub(crate) fn holds_or_paces(&self, host: Host, now: impl FnOnce() -> Instant) -> bool {
+        if !self.is_armed() {
+            return false;
+        }
+        let now = now();
+        let mut table = self.lock();
+        table.live(host, now).is_some_and(|entry| {
+            entry.until > now || matches!(entry.phase, Phase::Paced(pacer) if pacer.tail() > now)
+        })
+    }
+
+    /// When a request to `host` may go, at `now`. `ticket` is the place in the host's queue the
+    /// request was given by an earlier admission, if any: a request that waited goes when its place
+    /// comes (later, if the pace slowed meanwhile), and one that goes gives its ticket up, so that its
+    /// retry queues anew.
+    pub(crate) fn admit(&self, host: Host, now: Instant, ticket: &mut Option<Ticket>) -> Admission {
+        let given = ticket.take();
+        if !self.is_armed() {
+            return Admission::Go;
+        }
+        let mut table = self.lock();
+        let Some(entry) = table.live(host, now) else {
+            return Admission::Go;
+        };
+        let held = entry.until > now;
+        let admission = match &mut entry.phase {
+            Phase::Probing(_) if held => Admission::Spread(Pause {
+                left: entry.until - now,
+                asked: entry.asked.min(MAX_HOLD),
+            }),
+            Phase::Probing(_) => Admission::Go,
+            Phase::Paced(pacer) => {
+                let mut earliest = now.max(entry.until);
+                if let Some(last) = pacer.last_release {
+                    earliest = earliest.max(last + pacer.pace);
+                }
+                let (position, at) = match given.filter(|given| given.pacer == pacer.id) {
+                    Some(given) => (given.position, pacer.time_of(given.position).max(earliest)),
+                    None => pacer.take(earliest),
+                };
+                if at <= now {
+                    let late = now.checked_sub(TIMER_TICK).unwrap_or(now);
+                    pacer.last_release = Some(match pacer.last_release {
+                        Some(last) => (last + pacer.pace).max(late),
+                        None => now,
+                    });
+                    Admission::Go
+                } else {
+                    *ticket = Some(Ticket {
+                        pacer: pacer.id,
+                        position,
+                    });
+                    // No longer than a round before looking again: a pace that speeds up moves the
+                    // place forward, which a waiter asleep until its old time would miss.
+                    Admission::Slot((at - now).min(pacer.round_length()))
+                }
+            }
+        };
+        let ends = entry.ends();
+        table.extend(ends);
+        admission
     }
 
     /// How many hosts the table holds.
@@ -141,29 +626,82 @@ impl Cooldowns {
         self.lock().hosts.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+    fn lock(&self) -> Guard<'_> {
         // The table holds no invariant a panic could break halfway.
-        self.table
+        let table = self
+            .table
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Guard {
+            table,
+            armed: &self.armed,
+        }
+    }
+}
+
+/// The table, locked; when the lock is let go with the table empty, requests skip it again.
+struct Guard<'a> {
+    table: std::sync::MutexGuard<'a, Table>,
+    armed: &'a AtomicBool,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = Table;
+
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if self.table.hosts.is_empty() {
+            self.armed.store(false, Ordering::Release);
+        }
     }
 }
 
 impl Table {
-    /// Frees slots: the pauses that have ended, or else the eighth of them that end first, so that a
+    /// `host`'s entry at `now`, moved along to it; `None` if it has none, or it has ended (and is
+    /// removed). Past the latest end of any entry the table is emptied first.
+    fn live(&mut self, host: Host, now: Instant) -> Option<&mut Entry> {
+        if self.latest.is_none_or(|latest| latest <= now) {
+            self.hosts.clear();
+            self.latest = None;
+            return None;
+        }
+        let entry = self.hosts.get_mut(&host)?;
+        if entry.advance(now) {
+            return self.hosts.get_mut(&host);
+        }
+        self.hosts.remove(&host);
+        None
+    }
+
+    fn extend(&mut self, ends: Instant) {
+        self.latest = Some(self.latest.map_or(ends, |latest| latest.max(ends)));
+    }
+
+    /// Frees slots: the entries that have ended, or else the eighth of them that end first, so that a
     /// stream of new hosts costs a scan of the table once per `MAX_HOSTS / 8` of them, not each time.
     fn make_room(&mut self, now: Instant) {
-        self.hosts.retain(|_, entry| entry.until > now);
+        self.hosts.retain(|_, entry| entry.ends() > now);
         if self.hosts.len() < MAX_HOSTS {
             return;
         }
-        let mut ends: Vec<Instant> = self.hosts.values().map(|entry| entry.until).collect();
+        let mut ends: Vec<Instant> = self.hosts.values().map(Entry::ends).collect();
         let (_, &mut last_evicted, _) = ends.select_nth_unstable(MAX_HOSTS / 8);
-        self.hosts.retain(|_, entry| entry.until > last_evicted);
+        self.hosts.retain(|_, entry| entry.ends() > last_evicted);
     }
 }
 
-/// What a pause outlasts when a request does not wait for it.
+/// What a wait outlasts when a request does not wait for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Limit {
     /// The policy's `max_retry_after`.
@@ -172,30 +710,38 @@ pub(crate) enum Limit {
     Deadline,
 }
 
-/// How long a request waits before its first attempt to a host in `pause`: until the pause ends, plus
-/// `U[0, w]` drawn by `uniform`, with `w = min(asked, max_retry_after − left, time left − left)` —
-/// the rule of `RetryAfterMode::Spread`, which spreads the waiters over a window as long as the pause
-/// the server asked for, so that they do not all leave in the same millisecond. `Err` when the pause
-/// itself outlasts `max_retry_after` or the time left (`remaining`), or the wait would end at the
-/// deadline.
+/// How long a request waits before its attempt to a host, given its admission: until the hold ends
+/// plus `U[0, w]` drawn by `uniform`, with `w = min(asked, max_retry_after − left, time left − left)`
+/// (the rule of `RetryAfterMode::Spread`), or until its slot. `Err` when the hold or the slot
+/// outlasts `max_retry_after` or the time left (`remaining`), or the wait would end at the deadline.
 pub(crate) fn wait(
-    pause: Pause,
+    admission: Admission,
     max_retry_after: Duration,
     remaining: Option<Duration>,
     uniform: impl FnOnce(Duration) -> Duration,
 ) -> Result<Duration, Limit> {
-    if pause.left > max_retry_after {
+    let (left, window) = match admission {
+        Admission::Go => return Ok(Duration::ZERO),
+        Admission::Spread(pause) => (pause.left, pause.asked),
+        Admission::Slot(at) => (at, Duration::ZERO),
+    };
+    if left > max_retry_after {
         return Err(Limit::MaxRetryAfter);
     }
-    let mut window = pause.asked.min(max_retry_after - pause.left);
+    let mut window = window.min(max_retry_after - left);
     if let Some(remaining) = remaining {
-        if pause.left >= remaining {
+        if left >= remaining {
             return Err(Limit::Deadline);
         }
-        window = window.min(remaining - pause.left);
+        window = window.min(remaining - left);
     }
-    let wait = pause.left + uniform(window);
-    // A first attempt due at the deadline itself would have no time to run.
+    let wait = left
+        + if window.is_zero() {
+            window
+        } else {
+            uniform(window)
+        };
+    // An attempt due at the deadline itself would have no time to run.
     if remaining.is_some_and(|remaining| wait >= remaining) {
         return Err(Limit::Deadline);
     }
@@ -203,103 +749,4 @@ pub(crate) fn wait(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn secs(n: u64) -> Duration {
-        Duration::from_secs(n)
-    }
-
-    #[test]
-    fn a_pause_holds_its_host_until_it_ends_and_no_other() {
-        let cooldowns = Cooldowns::new();
-        let t0 = Instant::now();
-        let (a, b) = (Host::from_raw(1), Host::from_raw(2));
-        assert_eq!(cooldowns.pause(a, || t0), None);
-        assert!(!cooldowns.is_armed());
-
-        cooldowns.record(a, secs(10), t0);
-        assert_eq!(
-            cooldowns.pause(a, || t0 + secs(4)),
-            Some(Pause {
-                left: secs(6),
-                asked: secs(10)
-            })
-        );
-        assert_eq!(cooldowns.pause(b, || t0 + secs(4)), None);
-        // A shorter pause does not cut a longer one short; a longer one extends it.
-        cooldowns.record(a, secs(1), t0 + secs(5));
-        assert_eq!(cooldowns.pause(a, || t0 + secs(5)).unwrap().left, secs(5));
-        cooldowns.record(a, secs(20), t0 + secs(5));
-        assert_eq!(cooldowns.pause(a, || t0 + secs(5)).unwrap().left, secs(20));
-        // Once every pause has ended, the table empties and requests skip it again.
-        assert_eq!(cooldowns.pause(a, || t0 + secs(25)), None);
-        assert!(!cooldowns.is_armed());
-        assert_eq!(cooldowns.len(), 0);
-    }
-
-    #[test]
-    fn the_wait_spreads_over_the_pause_asked_and_never_past_the_limits() {
-        let pause = Pause {
-            left: secs(2),
-            asked: secs(5),
-        };
-        let top = |window| window;
-        let bottom = |_| Duration::ZERO;
-        assert_eq!(wait(pause, secs(30), None, bottom), Ok(secs(2)));
-        assert_eq!(wait(pause, secs(30), None, top), Ok(secs(7)));
-        // The window shrinks to what max_retry_after and the deadline leave.
-        assert_eq!(wait(pause, secs(4), None, top), Ok(secs(4)));
-        assert_eq!(wait(pause, secs(30), Some(secs(6)), bottom), Ok(secs(2)));
-        assert_eq!(
-            wait(pause, secs(30), Some(secs(6)), top),
-            Err(Limit::Deadline)
-        );
-        assert_eq!(
-            wait(pause, secs(30), Some(secs(6)), |w| w
-                - Duration::from_nanos(1)),
-            Ok(secs(6) - Duration::from_nanos(1))
-        );
-        // A pause that outlasts a limit is not waited for.
-        assert_eq!(wait(pause, secs(1), None, top), Err(Limit::MaxRetryAfter));
-        assert_eq!(
-            wait(pause, secs(30), Some(secs(2)), top),
-            Err(Limit::Deadline)
-        );
-    }
-
-    #[test]
-    fn zero_and_unrepresentable_pauses_are_not_recorded() {
-        let cooldowns = Cooldowns::new();
-        let t0 = Instant::now();
-        cooldowns.record(Host::from_raw(1), Duration::ZERO, t0);
-        cooldowns.record(Host::from_raw(1), Duration::MAX, t0);
-        assert!(!cooldowns.is_armed());
-    }
-
-    #[test]
-    fn the_table_stays_bounded_under_100_000_hosts() {
-        let cooldowns = Cooldowns::new();
-        let t0 = Instant::now();
-        for n in 0..100_000u64 {
-            // Each pause outlasts the run, so none has ended when room is needed.
-            cooldowns.record(Host::from_raw(n), secs(3600) + Duration::from_millis(n), t0);
-            assert!(cooldowns.len() <= MAX_HOSTS);
-        }
-        assert!(cooldowns.len() > MAX_HOSTS * 7 / 8, "{}", cooldowns.len());
-        // The pauses kept are those that end last.
-        assert!(cooldowns.pause(Host::from_raw(99_999), || t0).is_some());
-        assert!(cooldowns.pause(Host::from_raw(0), || t0).is_none());
-    }
-
-    #[test]
-    fn ended_pauses_make_room_first() {
-        let cooldowns = Cooldowns::new();
-        let t0 = Instant::now();
-        for n in 0..MAX_HOSTS as u64 {
-            cooldowns.record(Host::from_raw(n), secs(1), t0);
-        }
-        cooldowns.record(Host::from_raw(u64::MAX), secs(1), t0 + secs(2));
-        assert_eq!(cooldowns.len(), 1);
-    }
-}
+mod tests;

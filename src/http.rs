@@ -6,8 +6,9 @@ use http::{Extensions, HeaderMap, StatusCode};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
+use crate::cooldown::Signal;
 use crate::policy::RetryPolicy;
-use crate::pushback::{quota_exhausted, says_throttled, server_delay};
+use crate::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 ///
@@ -115,16 +116,34 @@ where
     };
     let throttled = status == StatusCode::TOO_MANY_REQUESTS
         || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
-    let pause = match (cooldown, refusal) {
-        (false, _) => None,
-        (true, true) => delay,
-        // A success can say the quota is spent: the next request would be refused.
-        (true, false) => quota_exhausted(headers, &SystemTime::now),
+    let signal = if !cooldown {
+        Signal::Nothing
+    } else if status == StatusCode::TOO_MANY_REQUESTS || refusal && delay.is_some() {
+        // A refusal: a 429 whatever it says, a 503 that asks for a delay.
+        Signal::Refused {
+            asked: delay.unwrap_or_default(),
+            pace: quota_pace(headers),
+        }
+    } else if refusal {
+        // A 503 with nothing to say of a rate: a failure, which tells the pacer nothing.
+        Signal::Nothing
+    } else {
+        // Any other answer was admitted; it can still say the next one would not be.
+        match quota_exhausted(headers, &SystemTime::now) {
+            Some(spent) => Signal::Accepted {
+                spent: Some(spent),
+                pace: quota_pace(headers),
+            },
+            None => Signal::Accepted {
+                spent: None,
+                pace: None,
+            },
+        }
     };
     attempt
         .retry_after(delay.filter(|_| retryable))
         .throttled(retryable && throttled)
-        .cooldown(pause)
+        .signal(signal)
 }
 
 /// Puts what happened into the response the call ends with.

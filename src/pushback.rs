@@ -104,6 +104,41 @@ pub(crate) fn quota_exhausted(
     rate_limited(headers, Quota::Exhausted, now)
 }
 
+/// The interval between requests the server's stated rate allows: `w / q` of its `RateLimit-Policy`
+/// (`"name";q=<requests>;w=<seconds>`), for the policy a `RateLimit` field says is spent (`r=0`), or
+/// the only policy there is. `None` when it states none, or several without saying which is spent,
+/// or a quota of zero.
+pub(crate) fn quota_pace(headers: &HeaderMap) -> Option<Duration> {
+    if headers.is_empty() || !headers.contains_key(RATELIMIT_POLICY) {
+        return None;
+    }
+    let spent = headers
+        .get_all(RATELIMIT)
+        .iter()
+        .filter_map(|value| items(value.as_bytes()))
+        .flatten()
+        .find(|item| item.param(b"r").and_then(integer) == Some(0))
+        .map(|item| item.name);
+    let mut policies = headers
+        .get_all(RATELIMIT_POLICY)
+        .iter()
+        .filter_map(|value| items(value.as_bytes()))
+        .flatten();
+    let policy = match spent {
+        Some(name) => policies.find(|policy| policy.name == name)?,
+        None => {
+            let only = policies.next()?;
+            if policies.next().is_some() {
+                return None;
+            }
+            only
+        }
+    };
+    let quota = policy.param(b"q").and_then(integer).filter(|&q| q > 0)?;
+    let window = policy.param(b"w").and_then(integer)?;
+    Some(Duration::from_secs(window) / u32::try_from(quota).unwrap_or(u32::MAX))
+}
+
 /// The wait the rate-limit headers ask for, in [`server_delay`]'s order — `RateLimit`, then
 /// `RateLimit-Reset`, then `X-RateLimit-Reset` — when their quota is spent as `quota` reads it.
 fn rate_limited(

@@ -42,37 +42,52 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Sets whether a pause a host asks for holds every request to it, not only the retries of the
-    /// request it answered. Defaults to `false`.
+    /// Sets whether a host that refuses holds, then paces, every request to it, not only the retries
+    /// of the request it refused. Defaults to `false`.
     ///
-    /// With it on, a `429` or a `503` that carries a server delay (`Retry-After`, `retry-after-ms`, a
-    /// rate-limit header: see [`server_delay`](crate::server_delay)), or any response whose
-    /// rate-limit headers say the quota is spent (`RateLimit: "name";r=0;t=30`,
-    /// `X-RateLimit-Remaining: 0`), starts a pause for its host (name and port) until that delay has
-    /// passed. Every later request to the host through this policy — every clone of the layer or the
-    /// middleware — waits before its first attempt until the pause ends, plus a uniform share of a
-    /// window as long as the pause (`RetryAfterMode::Spread`'s rule), so that the waiters do not all
-    /// leave in the same millisecond; a retry to the host waits at least until it ends too. A pause
-    /// that outlasts `max_retry_after` or the time left before the deadline is not waited for: the
-    /// request is not sent, and the call fails at once with a [`Rejected`](crate::Rejected) error
-    /// whose [`RetryInfo`](crate::RetryInfo) says [`StopReason::Cooldown`](crate::StopReason::Cooldown).
-    /// The time waited is [`RetryInfo::cooldown`](crate::RetryInfo::cooldown).
+    /// With it on, a `429` (or a `503` that carries a server delay: `Retry-After`, `retry-after-ms`, a
+    /// rate-limit header; see [`server_delay`](crate::server_delay)), or any response whose rate-limit
+    /// headers say the quota is spent (`RateLimit: "name";r=0;t=30`, `X-RateLimit-Remaining: 0`), puts
+    /// its host (name and port) in the policy's cooldown, shared by every clone of the layer or the
+    /// middleware:
+    ///
+    /// 1. **Held** for the delay asked: every later request to the host waits before its attempt
+    ///    until the delay has passed, plus a uniform share of a window as long as the delay
+    ///    (`RetryAfterMode::Spread`'s rule), and a retry waits at least until it ends.
+    /// 2. **Probed**: the waiters go out, and the host's answers measure the rate at which it admits
+    ///    requests (the gaps between the requests it accepts once it has refused one).
+    /// 3. **Paced**: every request to the host then takes its turn, one interval after the last, so
+    ///    that a process asking more than the host admits queues in the client instead of being
+    ///    refused by the server. A refusal slows the pace at once, back to the fastest one known to
+    ///    go through; rounds without one search down towards the host's rate. When the host states its
+    ///    rate (`RateLimit-Policy: "name";q=100;w=60`), that is the pace from the first refusal on.
+    ///    A host that has refused nothing for 10 s and has nobody waiting leaves the cooldown.
+    ///
+    /// A wait (the hold, or a turn) that would outlast `max_retry_after` or the time left before the
+    /// deadline is not waited for: the request is not sent, and the call fails at once with a
+    /// [`Rejected`](crate::Rejected) error whose [`RetryInfo`](crate::RetryInfo) says
+    /// [`StopReason::Cooldown`](crate::StopReason::Cooldown). The time waited before the first attempt
+    /// is [`RetryInfo::cooldown`](crate::RetryInfo::cooldown). A hold lasts at most 5 minutes, whatever
+    /// the host asked: one response saying `Retry-After: 999999999`, from a buggy proxy or a hostile
+    /// server, does not disable a host until the process restarts. Once a host is probed or paced, only
+    /// a wait of more than 10 s holds it again (a fixed window's reset, a penalty box); a shorter one
+    /// is a rate limiter's refusal, which the pace answers, and holds only the request refused.
     ///
     /// What it saves: after a `429`, the stampede that matters is not the retries but the new requests
     /// the same process keeps sending while the server has said to wait; each is refused and spends the
-    /// server's quota or capacity again. The AWS SDKs hold new requests so in their adaptive mode.
-    /// What it costs: a client asking steadily for more than its quota waits instead of failing. In
-    /// `examples/herd/` (1 000 requests a second against a quota of 800), the server sent 91 `429`s
-    /// instead of 7 046 and no call failed instead of 2 849, at the same goodput, but the median call
-    /// took 707 ms instead of 3 ms, and the 99th percentile 12 s, as the excess queued in the client.
+    /// server's quota or capacity again. The AWS SDKs hold and pace new requests in their adaptive
+    /// mode. What it costs: a client asking steadily for more than its quota waits instead of failing,
+    /// and every request to a host in the cooldown takes a lock. Releasing the waiters all at once
+    /// when the delay ends, or spread over it, fails against a limiter that admits a steady rate
+    /// (nginx's `limit_req`): the first gets through, the next, milliseconds later, is refused and holds
+    /// the host again. The README has the figures, against nginx and in `examples/herd/`.
     ///
     /// Why it is off by default: a host is not always one quota. GitHub counts search, the core API
     /// and GraphQL separately on one host, and many APIs limit per endpoint or per key; a pause asked
-    /// for by one endpoint would then hold requests the server would have served, for as long as 30 s.
-    /// Turn it on for an API with one quota per host, or give such an endpoint a policy of its own
-    /// (policies do not share their pauses). The memory it takes is bounded: at most 4 096 hosts, and a
-    /// host's entry is gone once its pause ends. A policy with it on and no pause in force costs one
-    /// atomic load per request.
+    /// for by one endpoint would then hold requests the server would have served. Turn it on for an
+    /// API with one quota per host, or give such an endpoint a policy of its own (policies do not
+    /// share their cooldowns). The memory it takes is bounded: at most 4 096 hosts. A policy with it
+    /// on and no host in the cooldown costs one atomic load per request.
     ///
     /// ```
     /// use stagger::RetryPolicy;

@@ -9,7 +9,7 @@ use super::{RetryState, Schedules};
 use crate::attempt::{Attempt, StopReason};
 use crate::budget::{RetryBudget, RetryKind, Withdrawal};
 use crate::classify::RequestView;
-use crate::cooldown::{self, Cooldowns, Host, Pause};
+use crate::cooldown::{self, Admission, Cooldowns, Host, Pause};
 use crate::log;
 use crate::metrics;
 use crate::rejected::Rejected;
@@ -86,18 +86,28 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        let Some(pause) = self.host_pause(request) else {
-            return Ok(None);
-        };
         let policy = self.policy.clone();
         let s = &*policy.shared;
+        let (Some(cooldowns), Some(host)) = (&s.cooldowns, request.and_then(Host::of)) else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        let mut slot = self.delays.as_ref().and_then(|d| d.slot);
+        let admission = cooldowns.admit(host, now, &mut slot);
+        if admission == Admission::Go {
+            if let Some(delays) = &mut self.delays {
+                delays.slot = None;
+            }
+            return Ok(None);
+        }
         if s.max_elapsed.is_some() && self.started.is_none() {
             // The wait is part of the call.
-            self.started = Some(Instant::now());
+            self.started = Some(now);
         }
         let remaining = self.remaining();
         let delays = Schedules::of(&mut self.delays, s);
-        match cooldown::wait(pause, s.max_retry_after, remaining, |window| {
+        delays.slot = slot;
+        match cooldown::wait(admission, s.max_retry_after, remaining, |window| {
             delays.transient.uniform(window)
         }) {
             Ok(wait) => {
@@ -113,18 +123,21 @@ impl RetryState {
                 Ok(Some(wait))
             }
             Err(limit) => {
+                // The slot, if one was taken, goes unused.
+                Schedules::of(&mut self.delays, s).slot = None;
                 if self.attempts == 0 {
                     self.stop(StopReason::Cooldown, None, request);
                 } else {
                     self.abandon(StopReason::Cooldown, request);
                 }
                 let info = self.info();
+                let left = admission.left();
                 Err(match limit {
                     cooldown::Limit::MaxRetryAfter => {
-                        Rejected::over_max_retry_after(pause.left, s.max_retry_after, info)
+                        Rejected::over_max_retry_after(left, s.max_retry_after, info)
                     }
                     cooldown::Limit::Deadline => {
-                        Rejected::past_deadline(pause.left, remaining.unwrap_or_default(), info)
+                        Rejected::past_deadline(left, remaining.unwrap_or_default(), info)
                     }
                 })
             }
@@ -145,7 +158,7 @@ impl RetryState {
             // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
             || self.attempts >= s.max_retries
             || self.remaining() == Some(Duration::ZERO)
-            || self.host_pause(request).is_some()
+            || self.host_busy(request)
             || self.admit(request).is_err()
         {
             return false;
@@ -176,35 +189,50 @@ impl RetryState {
         self.record_response(&attempt, request);
     }
 
-    /// Records what an attempt's response says of its host: the pause it asked for, when the policy
-    /// keeps pauses, and whether the backend accepted it, for adaptive throttling.
+    /// Records what an attempt's response says of its host: what it tells the host's cooldown, when
+    /// the policy keeps one, and whether the backend accepted it, for adaptive throttling.
     pub(super) fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
         let s = &*self.policy.shared;
-        let pause = s.cooldowns.as_ref().zip(attempt.cooldown);
+        let cooldown = s
+            .cooldowns
+            .as_ref()
+            .filter(|cooldowns| attempt.signal.starts_a_cooldown() || cooldowns.is_armed());
         let accepted = s
             .throttles
             .as_ref()
             .filter(|_| !attempt.outcome.is_retryable());
-        if pause.is_none() && accepted.is_none() {
+        if cooldown.is_none() && accepted.is_none() {
             return;
         }
         // The host's name is hashed once for both.
         let host = request.and_then(Host::of);
-        if let (Some((cooldowns, asked)), Some(host)) = (pause, host) {
-            cooldowns.record(host, asked, Instant::now());
+        if let (Some(cooldowns), Some(host)) = (cooldown, host) {
+            cooldowns.observe(host, attempt.signal, Instant::now());
         }
         if let Some(throttles) = accepted {
             throttles.of(host).accepted(Instant::now());
         }
     }
 
-    /// The pause `request`'s host is in, if the policy keeps pauses and one is in force.
+    /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
+    /// request to the host goes before it ends.
     pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
         let cooldowns = self.policy.shared.cooldowns.as_ref()?;
         if !cooldowns.is_armed() {
             return None;
         }
-        cooldowns.pause(request.and_then(Host::of)?, Instant::now)
+        cooldowns.hold(request.and_then(Host::of)?, Instant::now)
+    }
+
+    /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
+        let Some(cooldowns) = &self.policy.shared.cooldowns else {
+            return false;
+        };
+        request
+            .and_then(Host::of)
+            .is_some_and(|host| cooldowns.holds_or_paces(host, Instant::now))
     }
 
     /// Takes one retry from the budget: from the host's own account when the budget is kept per host

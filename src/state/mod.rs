@@ -13,6 +13,7 @@ use crate::backoff::DelayState;
 use crate::budget::Withdrawal;
 use crate::budget::{Account, RetryKind};
 use crate::classify::{Outcome, Reason, RequestView};
+use crate::cooldown::Ticket;
 use crate::log::{self, DelayCause};
 use crate::metrics;
 use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
@@ -559,6 +560,8 @@ struct Schedules {
     /// Time waited for the host's pause before the first attempt: here rather than inline, since
     /// only a request that waited (and drew its wait's spread from here) has any.
     cooldown: Duration,
+    /// The request's place in its host's queue, while it waits for it.
+    slot: Option<Ticket>,
 }
 
 impl Schedules {
@@ -568,6 +571,7 @@ impl Schedules {
                 transient: DelayState::new(&s.backoff, s.streams.next_stream()),
                 throttle: None,
                 cooldown: Duration::ZERO,
+                slot: None,
             })
         })
     }

@@ -1,0 +1,345 @@
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+use super::*;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn refused(asked: Duration) -> Signal {
+    Signal::Refused { asked, pace: None }
+}
+
+const ACCEPTED: Signal = Signal::Accepted {
+    spent: None,
+    pace: None,
+};
+
+#[test]
+fn a_refusal_holds_its_host_until_its_delay_has_passed_and_no_other() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    let (a, b) = (Host::from_raw(1), Host::from_raw(2));
+    assert_eq!(cooldowns.hold(a, || t0), None);
+    assert!(!cooldowns.is_armed());
+
+    cooldowns.observe(a, refused(secs(10)), t0);
+    assert_eq!(
+        cooldowns.hold(a, || t0 + secs(4)),
+        Some(Pause {
+            left: secs(6),
+            asked: secs(10)
+        })
+    );
+    assert_eq!(cooldowns.hold(b, || t0 + secs(4)), None);
+    // A shorter refusal during the hold does not cut it short; a longer one extends it.
+    cooldowns.observe(a, refused(secs(1)), t0 + secs(5));
+    assert_eq!(cooldowns.hold(a, || t0 + secs(5)).unwrap().left, secs(5));
+    cooldowns.observe(a, refused(secs(20)), t0 + secs(5));
+    assert_eq!(cooldowns.hold(a, || t0 + secs(5)).unwrap().left, secs(20));
+    // A waiter during the hold is spread over the delay asked after it.
+    let mut slot = None;
+    assert_eq!(
+        cooldowns.admit(a, t0 + secs(5), &mut slot),
+        Admission::Spread(Pause {
+            left: secs(20),
+            asked: secs(20)
+        })
+    );
+    // Long after, with nothing refused while probing, the host has left the table.
+    assert_eq!(cooldowns.admit(a, t0 + secs(100), &mut slot), Admission::Go);
+    assert!(!cooldowns.is_armed());
+    assert_eq!(cooldowns.len(), 0);
+}
+
+#[test]
+fn a_hold_of_years_lasts_max_hold() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    let host = Host::from_raw(1);
+    cooldowns.observe(host, refused(Duration::from_secs(999_999_999)), t0);
+    assert_eq!(cooldowns.hold(host, || t0).unwrap().left, MAX_HOLD);
+    assert_eq!(cooldowns.hold(host, || t0 + MAX_HOLD), None);
+    // Then the host is probed: a request goes.
+    let mut slot = None;
+    assert_eq!(
+        cooldowns.admit(host, t0 + MAX_HOLD, &mut slot),
+        Admission::Go
+    );
+    // A quota spent until the end of time, on a success, is bounded the same.
+    let other = Host::from_raw(2);
+    let spent = Signal::Accepted {
+        spent: Some(Duration::MAX),
+        pace: None,
+    };
+    cooldowns.observe(other, spent, t0);
+    assert_eq!(cooldowns.hold(other, || t0).unwrap().left, MAX_HOLD);
+}
+
+#[test]
+fn a_stated_rate_paces_the_host_from_the_first_refusal() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    let host = Host::from_raw(1);
+    let signal = Signal::Refused {
+        asked: secs(1),
+        pace: Some(ms(200)),
+    };
+    cooldowns.observe(host, signal, t0);
+    let slots: Vec<_> = (0..4)
+        .map(|_| {
+            let mut slot = None;
+            cooldowns.admit(host, t0 + ms(10), &mut slot)
+        })
+        .collect();
+    let at = |ms_from_now| Admission::Slot(ms(ms_from_now));
+    assert_eq!(slots, [at(990), at(1190), at(1390), at(1590)]);
+    // A request that waited for its place goes when it comes; its next attempt queues anew.
+    let mut ticket = None;
+    // Its place is 1.79 s away; it looks again after a round of the pace (1.6 s), and waits the rest.
+    assert_eq!(
+        cooldowns.admit(host, t0 + ms(10), &mut ticket),
+        Admission::Slot(ms(1600))
+    );
+    assert!(ticket.is_some());
+    assert_eq!(
+        cooldowns.admit(host, t0 + ms(1610), &mut ticket),
+        Admission::Slot(ms(190))
+    );
+    assert_eq!(
+        cooldowns.admit(host, t0 + ms(1800), &mut ticket),
+        Admission::Go
+    );
+    assert_eq!(ticket, None);
+    assert_eq!(
+        cooldowns.admit(host, t0 + ms(1800), &mut ticket),
+        Admission::Slot(ms(200))
+    );
+}
+
+#[test]
+fn the_wait_spreads_over_the_delay_asked_and_never_past_the_limits() {
+    let pause = Admission::Spread(Pause {
+        left: secs(2),
+        asked: secs(5),
+    });
+    let top = |window| window;
+    let bottom = |_| Duration::ZERO;
+    assert_eq!(wait(pause, secs(30), None, bottom), Ok(secs(2)));
+    assert_eq!(wait(pause, secs(30), None, top), Ok(secs(7)));
+    // The window shrinks to what max_retry_after and the deadline leave.
+    assert_eq!(wait(pause, secs(4), None, top), Ok(secs(4)));
+    assert_eq!(wait(pause, secs(30), Some(secs(6)), bottom), Ok(secs(2)));
+    assert_eq!(
+        wait(pause, secs(30), Some(secs(6)), top),
+        Err(Limit::Deadline)
+    );
+    assert_eq!(
+        wait(pause, secs(30), Some(secs(6)), |w| w
+            - Duration::from_nanos(1)),
+        Ok(secs(6) - Duration::from_nanos(1))
+    );
+    // A hold or a slot that outlasts a limit is not waited for.
+    assert_eq!(wait(pause, secs(1), None, top), Err(Limit::MaxRetryAfter));
+    assert_eq!(
+        wait(pause, secs(30), Some(secs(2)), top),
+        Err(Limit::Deadline)
+    );
+    let slot = Admission::Slot(secs(3));
+    assert_eq!(wait(slot, secs(30), None, top), Ok(secs(3)));
+    assert_eq!(wait(slot, secs(2), None, top), Err(Limit::MaxRetryAfter));
+    assert_eq!(wait(Admission::Go, secs(2), None, top), Ok(Duration::ZERO));
+}
+
+#[test]
+fn zero_delays_are_refusals_without_a_hold() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    let host = Host::from_raw(1);
+    cooldowns.observe(host, refused(Duration::ZERO), t0);
+    assert_eq!(cooldowns.hold(host, || t0), None);
+    assert!(cooldowns.is_armed(), "probing: the host's rate is measured");
+}
+
+#[test]
+fn the_table_stays_bounded_under_100_000_hosts() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    for n in 0..100_000u64 {
+        // Each hold outlasts the run, so none has ended when room is needed.
+        let asked = secs(200) + Duration::from_millis(n);
+        cooldowns.observe(Host::from_raw(n), refused(asked), t0);
+        assert!(cooldowns.len() <= MAX_HOSTS);
+    }
+    assert!(cooldowns.len() > MAX_HOSTS * 7 / 8, "{}", cooldowns.len());
+    // The entries kept are those that end last.
+    assert!(cooldowns.hold(Host::from_raw(99_999), || t0).is_some());
+    assert!(cooldowns.hold(Host::from_raw(0), || t0).is_none());
+}
+
+#[test]
+fn ended_entries_make_room_first() {
+    let cooldowns = Cooldowns::new();
+    let t0 = Instant::now();
+    for n in 0..MAX_HOSTS as u64 {
+        cooldowns.observe(Host::from_raw(n), refused(secs(1)), t0);
+    }
+    cooldowns.observe(Host::from_raw(u64::MAX), refused(secs(1)), t0 + secs(20));
+    assert_eq!(cooldowns.len(), 1);
+}
+
+/// nginx's `limit_req`: a leaky bucket of `rate` requests per second and `burst` excess, refusing
+/// whatever would overflow it (ngx_http_limit_req_module.c, in milli-requests and milliseconds).
+struct LimitReq {
+    rate: i64,
+    burst: i64,
+    excess: i64,
+    last: Option<i64>,
+}
+
+impl LimitReq {
+    fn new(rate: i64, burst: i64) -> Self {
+        Self {
+            rate,
+            burst,
+            excess: 0,
+            last: None,
+        }
+    }
+
+    fn admits(&mut self, at: Duration) -> bool {
+        let now = at.as_millis() as i64;
+        let excess = match self.last {
+            None => 0,
+            Some(last) => (self.excess - self.rate * (now - last) + 1000).max(0),
+        };
+        if excess > self.burst * 1000 {
+            return false;
+        }
+        self.excess = excess;
+        self.last = Some(now);
+        true
+    }
+}
+
+/// How `callers` that each send a request after another for `duration`, all starting at once, fare
+/// through the cooldown against `limiter`, which answers a refusal with `Retry-After: 1`: (requests
+/// admitted within `duration`, refusals). A refused request retries after its own delay and a spread
+/// of up to one more second, as the default policy does, and asks the cooldown before each attempt;
+/// answers come back 1 ms after they are sent.
+fn run(
+    mut limiter: LimitReq,
+    callers: usize,
+    duration: Duration,
+    seed: u64,
+    cooldown: bool,
+) -> (usize, usize) {
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Event {
+        Answer { caller: usize, admitted: bool },
+        Ask { caller: usize },
+    }
+    let cooldowns = Cooldowns::new();
+    let host = Host::from_raw(1);
+    let t0 = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut events = BinaryHeap::new();
+    let mut tickets = vec![None; callers];
+    for caller in 0..callers {
+        events.push(Reverse((Duration::ZERO, Event::Ask { caller })));
+    }
+    let (mut admitted_in_time, mut refusals) = (0, 0);
+    let mut steps = 0;
+    while let Some(Reverse((at, event))) = events.pop() {
+        steps += 1;
+        assert!(steps < 10_000_000, "the run does not end");
+        match event {
+            Event::Ask { caller } => match if cooldown {
+                cooldowns.admit(host, t0 + at, &mut tickets[caller])
+            } else {
+                Admission::Go
+            } {
+                Admission::Go => {
+                    let admitted = limiter.admits(at + Duration::from_micros(500));
+                    events.push(Reverse((at + ms(1), Event::Answer { caller, admitted })));
+                }
+                admission => {
+                    let wait = wait(admission, secs(30), None, |w| w.mul_f64(rng.random()));
+                    events.push(Reverse((at + wait.unwrap(), Event::Ask { caller })));
+                }
+            },
+            Event::Answer { caller, admitted } => {
+                if std::env::var("TRACE").is_ok() {
+                    let phase = cooldowns
+                        .lock()
+                        .hosts
+                        .values()
+                        .next()
+                        .map(|e| match e.phase {
+                            Phase::Paced(p) => format!(
+                                "pace {:?} refused_at {:?} good {:?}",
+                                p.pace, p.refused_at, p.good
+                            ),
+                            Phase::Probing(p) => format!("{p:?}"),
+                        });
+                    eprintln!(
+                        "{:>8.3} {caller:>2} {} {:?}",
+                        at.as_secs_f64(),
+                        if admitted { "ok " } else { "429" },
+                        phase
+                    );
+                }
+                if admitted {
+                    cooldowns.observe(host, ACCEPTED, t0 + at);
+                    if at <= duration {
+                        admitted_in_time += 1;
+                        events.push(Reverse((at, Event::Ask { caller })));
+                    }
+                } else {
+                    refusals += 1;
+                    cooldowns.observe(host, refused(secs(1)), t0 + at);
+                    let retry = secs(1) + secs(1).mul_f64(rng.random());
+                    events.push(Reverse((at + retry, Event::Ask { caller })));
+                }
+            }
+        }
+    }
+    (admitted_in_time, refusals)
+}
+
+/// The goodput and the refusals of 50 callers against `limiter` for 20 s, with the cooldown and
+/// without, for 20 seeds; the cooldown gets at least 90 % of `rate` through, with fewer refusals.
+fn compare(limiter: fn() -> LimitReq, rate: f64) {
+    for seed in 1..=20 {
+        let duration = secs(20);
+        let (admitted, refusals) = run(limiter(), 50, duration, seed, true);
+        let (_, refusals_without) = run(limiter(), 50, duration, seed, false);
+        let goodput = admitted as f64 / duration.as_secs_f64();
+        assert!(goodput >= 0.9 * rate, "seed {seed}: {goodput:.2}/s");
+        assert!(
+            refusals < refusals_without,
+            "seed {seed}: {refusals} refusals, {refusals_without} without the cooldown"
+        );
+    }
+}
+
+#[test]
+fn against_a_leaky_bucket_the_waiters_get_through_at_its_rate() {
+    // 5 requests a second, no burst: nginx's `limit_req` as it comes, which refuses a request that
+    // comes less than 200 ms after the last it admitted.
+    compare(|| LimitReq::new(5, 0), 5.0);
+}
+
+#[test]
+fn against_a_bucket_with_a_burst_the_waiters_get_through_at_its_rate() {
+    // `limit_req ... burst=5 nodelay`.
+    compare(|| LimitReq::new(5, 5), 5.0);
+}
