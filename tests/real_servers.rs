@@ -31,6 +31,8 @@ mod upstream;
 
 #[path = "real_servers/hung_upstream.rs"]
 mod hung_upstream;
+#[path = "real_servers/restart.rs"]
+mod restart;
 
 use std::time::Duration;
 
@@ -38,3 +40,12 @@ pub const fn ms(millis: u64) -> Duration {
     Duration::from_millis(millis)
 }
 
+/// The `q`-quantile (0 to 1) of `values`, nearest rank; zero for none.
+pub fn quantile(values: &[Duration], q: f64) -> Duration {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    match sorted.len() {
+        0 => Duration::ZERO,
+        n => sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}
