@@ -31,6 +31,8 @@ mod upstream;
 
 #[path = "real_servers/hung_upstream.rs"]
 mod hung_upstream;
+#[path = "real_servers/limit_req.rs"]
+mod limit_req;
 #[path = "real_servers/restart.rs"]
 mod restart;
 
