@@ -37,6 +37,8 @@ mod limit_req;
 mod resets;
 #[path = "real_servers/restart.rs"]
 mod restart;
+#[path = "real_servers/syn_blackhole.rs"]
+mod syn_blackhole;
 
 use std::time::Duration;
 
