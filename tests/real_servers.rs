@@ -33,6 +33,8 @@ mod upstream;
 mod hung_upstream;
 #[path = "real_servers/limit_req.rs"]
 mod limit_req;
+#[path = "real_servers/packet_loss.rs"]
+mod packet_loss;
 #[path = "real_servers/resets.rs"]
 mod resets;
 #[path = "real_servers/restart.rs"]
