@@ -15,8 +15,6 @@
 //! Some assertions are goals the library does not meet yet; each says so where it is made ("goal").
 //! Every scenario prints its figures: `cargo test --all-features --test real_servers -- --nocapture`.
 #![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
-// The harness serves the scenarios still to come; this goes once they are all here.
-#![allow(dead_code)]
 
 #[path = "real_servers/client.rs"]
 mod client;
@@ -39,6 +37,8 @@ mod packet_loss;
 mod resets;
 #[path = "real_servers/restart.rs"]
 mod restart;
+#[path = "real_servers/streaming.rs"]
+mod streaming;
 #[path = "real_servers/syn_blackhole.rs"]
 mod syn_blackhole;
 
