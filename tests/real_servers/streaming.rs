@@ -10,7 +10,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Response, StatusCode};
 use reqwest::Method;
-use stagger::{RetryPolicy, StopReason};
+use std::time::Duration;
+
+use stagger::{Backoff, RetryPolicy, StopReason};
 
 use super::client::Adapter;
 use super::nginx::{self, Nginx};
@@ -72,7 +74,13 @@ async fn a_streaming_body_answered_503_is_replayed_within_the_buffer_and_sent_on
     let calls = Adapter::BOTH.map(|adapter| {
         let url = nginx.url("/upload");
         async move {
-            let client = adapter.client(RetryPolicy::default());
+            // Retries 20 ms apart, three of them: what is tested is what each attempt sends.
+            let policy = RetryPolicy::builder()
+                .backoff(Backoff::fixed(Duration::from_millis(20)))
+                .max_retries(3)
+                .build()
+                .unwrap();
+            let client = adapter.client(policy);
             let post = |size: usize| {
                 client
                     .request(Method::POST, &url)

@@ -38,10 +38,13 @@ async fn get_and_post(
     reqwest: fn() -> reqwest::ClientBuilder,
 ) -> Vec<(Adapter, Call, Call)> {
     let url = format!("http://{}:{PORT}/orders", netns.addr);
+    // Three retries: four attempts of 300 ms (or of reqwest's 200 ms connect timeout) and their
+    // backoff fit in the deadline, so that a call ends on its own failure, not cut by the deadline.
     let policy = || {
         RetryPolicy::builder()
             .attempt_timeout(ATTEMPT_TIMEOUT)
             .max_elapsed(DEADLINE)
+            .max_retries(3)
             .build()
             .unwrap()
     };
