@@ -12,9 +12,10 @@ pub(crate) const USAGE: &str =
                      outages one, who send N requests/s (default 1000; 200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
   --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
-                     herd-ratelimit.svg, herd-metastable.svg and herd-tail.svg, creating DIR if
-                     need be (default target/herd, under CARGO_TARGET_DIR if set; --out docs for
-                     the README's); not with --real, which draws none
+                     herd-ratelimit.svg, herd-metastable.svg, herd-tail.svg and
+                     herd-outages.svg, creating DIR if need be (default target/herd, under
+                     CARGO_TARGET_DIR if set; --out docs for the README's); not with --real,
+                     which draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
   --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's

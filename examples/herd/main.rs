@@ -42,9 +42,9 @@
 //! outage, a deploy (`outages.rs`): a backend restarts behind a reverse proxy, which answers `502` at
 //! once for 0.5 to 5 s, under an open-loop stream of new requests; its table gives, per outage length
 //! and client (no retries, the peers, stagger's defaults), how many of the requests that met the
-//! outage still got a `200`, their attempts and latency, and the retry wave when the backend is back.
-//! `--scenario outage`, `ratelimit`, `metastable`, `tail` or `outages` runs one of them; all run by
-//! default.
+//! outage still got a `200`, their attempts and latency, and the retry wave when the backend is back;
+//! its chart, `herd-outages.svg`, the success rate against the outage's length. `--scenario outage`,
+//! `ratelimit`, `metastable`, `tail` or `outages` runs one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/

@@ -18,8 +18,10 @@
 //! before it, or after it, got its `200` at once whatever the client. Every row meets the same
 //! arrivals, but the network draws each hop in turn from one generator, so a row's retries shift the
 //! hops of its later requests: a first attempt sent within a hop of the outage's start or end may
-//! meet it in one row and not in another, and the rows' counts may differ by a few.
+//! meet it in one row and not in another, and the rows' counts may differ by a few. The chart
+//! `herd-outages.svg` ([`chart`]) is their success rate against the outage's length.
 
+mod chart;
 mod client;
 mod figures;
 mod proxy;
@@ -128,7 +130,8 @@ struct Line<'a> {
     figures: Figures,
 }
 
-/// Runs every row through every outage and prints the table.
+/// Runs every row through every outage, prints the table and draws `herd-outages.svg` into
+/// `args.out`.
 pub(crate) fn run(args: &Args) {
     let scenario = Scenario {
         clients: args.clients,
@@ -163,6 +166,16 @@ pub(crate) fn run(args: &Args) {
     let rows = rows();
     let lines = measure(&scenario, &rows, args.threads);
     print!("{}", figures::table(&lines));
+    chart::draw_or_complain(
+        &args.out.join("herd-outages.svg"),
+        &format!(
+            "Requests whose first attempt got a 502 and that still got a 200 ({} clients, {:.0} \
+             requests/s)",
+            scenario.clients,
+            scenario.rate()
+        ),
+        &lines,
+    );
 }
 
 /// `d` in seconds, as few digits as it needs: `0.5 s`, `2 s`.
