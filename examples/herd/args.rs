@@ -8,19 +8,22 @@ pub(crate) const USAGE: &str =
 
   --clients N        clients in the herd, callers of the rate-limit scenario, whose quota is
                      0.8 N requests/s, clients of the metastable one, whose server serves
-                     N requests/s, and of the tail one, who send 10 N requests/s (default 1000;
-                     200 with --real)
+                     N requests/s, of the tail one, who send 10 N requests/s, and of the
+                     outages one, who send N requests/s (default 1000; 200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
   --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
-                     herd-ratelimit.svg, herd-metastable.svg and herd-tail.svg, creating DIR if
-                     need be (default target/herd, under CARGO_TARGET_DIR if set; --out docs for
-                     the README's); not with --real, which draws none
+                     herd-ratelimit.svg, herd-metastable.svg, herd-tail.svg and
+                     herd-outages.svg, creating DIR if need be (default target/herd, under
+                     CARGO_TARGET_DIR if set; --out docs for the README's); not with --real,
+                     which draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
   --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's
                      defaults in the herd), ratelimit (new requests against a rate-limited
                      server), metastable (a FIFO server at 70 % load loses half its capacity
-                     for 5 s), tail (1 % of attempts take 1 s, and hedging), or all (default)
+                     for 5 s), tail (1 % of attempts take 1 s, and hedging), outages (a backend
+                     restarting behind a reverse proxy, which answers 502 for 0.5 to 5 s), or
+                     all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run
@@ -35,6 +38,7 @@ pub(crate) enum Scenarios {
     RateLimit,
     Metastable,
     Tail,
+    Outages,
 }
 
 impl Scenarios {
@@ -52,6 +56,10 @@ impl Scenarios {
 
     pub(crate) fn tail(self) -> bool {
         matches!(self, Self::All | Self::Tail)
+    }
+
+    pub(crate) fn outages(self) -> bool {
+        matches!(self, Self::All | Self::Outages)
     }
 }
 
@@ -108,9 +116,10 @@ impl Args {
                         "ratelimit" => Scenarios::RateLimit,
                         "metastable" => Scenarios::Metastable,
                         "tail" => Scenarios::Tail,
+                        "outages" => Scenarios::Outages,
                         other => {
                             return Err(format!(
-                                "--scenario {other}: one of outage, ratelimit, metastable, tail, all"
+                                "--scenario {other}: one of outage, ratelimit, metastable, tail, outages, all"
                             ));
                         }
                     };

@@ -38,8 +38,13 @@
 //! retries keep it down; its chart, `herd-metastable.svg`, is the goodput over time. A fifth is tail
 //! latency (`tail.rs`): a server that takes 1 s for 1 % of attempts, and hedging
 //! (`hedge_after`) at 10 ms, at the p95 and at 50 ms, against "The Tail at Scale"; its chart,
-//! `herd-tail.svg`, is the share of requests slower than each latency. `--scenario outage`,
-//! `ratelimit`, `metastable` or `tail` runs one of them; all run by default.
+//! `herd-tail.svg`, is the share of requests slower than each latency. A sixth is the most common
+//! outage, a deploy (`outages.rs`): a backend restarts behind a reverse proxy, which answers `502` at
+//! once for 0.5 to 5 s, under an open-loop stream of new requests; its table gives, per outage length
+//! and client (no retries, the peers, stagger's defaults), how many of the requests that met the
+//! outage still got a `200`, their attempts and latency, and the retry wave when the backend is back;
+//! its chart, `herd-outages.svg`, the success rate against the outage's length. `--scenario outage`,
+//! `ratelimit`, `metastable`, `tail` or `outages` runs one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
@@ -48,12 +53,14 @@
 //! cargo run --release --all-features --example herd -- --scenario ratelimit
 //! cargo run --release --all-features --example herd -- --scenario metastable
 //! cargo run --release --all-features --example herd -- --scenario tail
+//! cargo run --release --all-features --example herd -- --scenario outages
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
 mod args;
 mod metastable;
 mod outage;
+mod outages;
 mod peers;
 mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
@@ -110,6 +117,14 @@ fn main() {
         }
         tail::run(&args);
     }
+    // The tail scenario's peak memory is read before the outages scenario adds to it.
+    let with_tail = peak_rss();
+    if args.scenarios.outages() {
+        if args.scenarios != args::Scenarios::Outages {
+            println!();
+        }
+        outages::run(&args);
+    }
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -143,10 +158,18 @@ fn main() {
         );
     }
     if args.scenarios.tail()
-        && let Some(peak) = peak_rss()
+        && let Some(peak) = with_tail
     {
         println!(
             "peak RSS {:.1} MiB with the tail scenario",
+            peak as f64 / 1024.0
+        );
+    }
+    if args.scenarios.outages()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the outages scenario",
             peak as f64 / 1024.0
         );
     }
