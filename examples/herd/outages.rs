@@ -32,6 +32,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use stagger::{Backoff, RetryPolicy, RetryPolicyBuilder};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
@@ -98,6 +99,9 @@ enum Kind {
     Peer(Peer),
     /// stagger's `RetryLayer` with `RetryPolicy::default()`, seeded.
     StaggerDefaults,
+    /// stagger's `RetryLayer` with the defaults but for what this changes, seeded: the choices the
+    /// defaults were measured against.
+    Stagger(fn(RetryPolicyBuilder) -> RetryPolicyBuilder),
 }
 
 fn rows() -> Vec<Row> {
@@ -113,6 +117,18 @@ fn rows() -> Vec<Row> {
         Row {
             name: "stagger defaults",
             kind: Kind::StaggerDefaults,
+        },
+        // The defaults before they were measured here: three retries.
+        Row {
+            name: "stagger, max_retries(3)",
+            kind: Kind::Stagger(|builder| builder.max_retries(3)),
+        },
+        // Fewer attempts and a lower peak, for a longer tail.
+        Row {
+            name: "stagger, base 3",
+            kind: Kind::Stagger(|builder| {
+                builder.backoff(Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).base(3.0))
+            }),
         },
     ]
 }

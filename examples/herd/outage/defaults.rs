@@ -1,11 +1,11 @@
 //! The classic herd again, each library as it comes: the peers' defaults, their delays computed by
-//! their own crates ([`peers`](crate::peers)), beside stagger's defaults, three retries each.
+//! their own crates ([`peers`](crate::peers)), beside stagger's defaults.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use http::{Request, StatusCode, Uri};
-use stagger::{RetryBudget, RetryLayer, RetryPolicy};
+use stagger::{Backoff, RetryBudget, RetryLayer, RetryPolicy};
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
@@ -48,6 +48,23 @@ fn rows() -> Vec<Row> {
                 builder.build().expect("a valid policy")
             }),
         },
+        // The defaults before they were measured against real outages: three retries.
+        Row {
+            name: "stagger, max_retries(3)",
+            kind: Kind::Stagger(|seed| {
+                let builder = RetryPolicy::builder().max_retries(3).seed(seed);
+                builder.build().expect("a valid policy")
+            }),
+        },
+        // Fewer attempts and a lower peak here, for a longer tail.
+        Row {
+            name: "stagger, base 3",
+            kind: Kind::Stagger(|seed| {
+                let backoff = Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).base(3.0);
+                let builder = RetryPolicy::builder().backoff(backoff).seed(seed);
+                builder.build().expect("a valid policy")
+            }),
+        },
         // The metastable scenario's budget without its floor: what it costs a client of one request.
         Row {
             name: "stagger budget, no floor",
@@ -71,8 +88,9 @@ fn rows() -> Vec<Row> {
 /// rows were simulated.
 pub(super) fn run(args: &Args, scenario: &Scenario) -> usize {
     println!(
-        "\nDefaults herd: the same herd, each client with a library's defaults (3 retries; stagger's \
-         budget and 10 s attempt timeout as they come); the peers' delays from their own crates.\n"
+        "\nDefaults herd: the same herd, each client with a library's defaults (the peers' 3 retries; \
+         stagger's 10, its budget and 10 s attempt timeout as they come); the peers' delays from their \
+         own crates.\n"
     );
     if args.peer_rng {
         println!("The peers' jitter: their crates' own generators, different in every run.\n");

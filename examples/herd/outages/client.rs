@@ -61,6 +61,11 @@ impl Client {
                 let policy = RetryPolicy::builder().seed(seed).build();
                 Self::Stagger(RetryLayer::new(policy.expect("the default policy")))
             }
+            Kind::Stagger(change) => {
+                let seed = stream(stream(scenario.seed, POLICY), client as u64);
+                let policy = change(RetryPolicy::builder()).seed(seed).build();
+                Self::Stagger(RetryLayer::new(policy.expect("a valid policy")))
+            }
         }
     }
 
