@@ -94,7 +94,7 @@ struct Row {
     kind: Kind,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Kind {
     Peer(Peer),
     /// stagger's `RetryLayer` with `RetryPolicy::default()`, seeded.

@@ -97,7 +97,7 @@ fn one_seed_gives_the_same_table_twice_on_any_number_of_threads() {
         let f = &line.figures;
         assert!(f.met > 0, "{}: no request met the outage", line.row.name);
         // Without retries every request that met the outage failed, in one attempt.
-        if line.row.kind == Kind::Peer(Peer::NoRetries) {
+        if matches!(line.row.kind, Kind::Peer(Peer::NoRetries)) {
             assert_eq!(f.success(), Some(0.0));
             assert_eq!(f.attempts_per_request(), Some(1.0));
         }
