@@ -243,6 +243,17 @@ impl RetryPolicyBuilder {
     /// arrived in time is not limited: reading it is the caller's business. Zero is refused by
     /// [`build`](Self::build).
     ///
+    /// # A host that drops connections
+    ///
+    /// A host behind a firewall that drops packets, or a dead host behind a live route, never refuses
+    /// a connection: its SYNs go unanswered. Without a connect timeout of the client's own, the attempt
+    /// waits until `attempt_timeout` and is judged a timeout, which cannot be told from one that came
+    /// after the request was sent: a `POST` without an `Idempotency-Key` is not sent again, and a
+    /// `GET`'s retry costs four of the budget. Set the client's connect timeout, shorter than this one
+    /// (`reqwest::ClientBuilder::connect_timeout`, hyper-util's `HttpConnector::set_connect_timeout`):
+    /// its failure is a connect error, which says the request never left, and is retried for any
+    /// method, at the price of one retry.
+    ///
     /// An attempt that hangs is cut after 2 s and the next one answers:
     ///
     /// ```
