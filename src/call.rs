@@ -387,6 +387,12 @@ impl<Res> Call<Res> {
                 Ok(response)
             }
             Some(Err(error)) => Err(Error::from_inner(error, info)),
+            // A timed-out attempt whose retry the deadline left no room for: the deadline is what
+            // ended the call, and the error says so, as its `RetryInfo` does.
+            None if info.stop_reason() == Some(StopReason::Deadline) => {
+                let max_elapsed = self.retry.policy().max_elapsed().unwrap_or(Duration::ZERO);
+                Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
+            }
             None => {
                 let timeout = self
                     .retry

@@ -76,11 +76,15 @@ const PROBE_GAPS: u32 = 2;
 pub(crate) struct Host(u64);
 
 impl Host {
-    /// The host of `request`, if its target names one.
+    /// The host of `request`, if its target (or, in origin form, its `Host` header) names one. Host
+    /// names are compared without regard to case (RFC 9110 §4.2.3): `API.Example.test` is
+    /// `api.example.test`.
     pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
         let name = request.host()?;
         let mut hasher = DefaultHasher::new();
-        name.hash(&mut hasher);
+        for byte in name.bytes() {
+            hasher.write_u8(byte.to_ascii_lowercase());
+        }
         request.port().hash(&mut hasher);
         Some(Self(hasher.finish()))
     }

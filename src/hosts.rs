@@ -2,71 +2,148 @@
 //! partition), shared by every clone of the policy.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::cooldown::Host;
 
-/// The most hosts a map holds. Past it, an eighth of the entries are dropped to make room: a client
-/// talking to more hosts at once starts some of them afresh, which only ever forgets history, never
-/// invents it.
+/// The most hosts a map holds.
 pub(crate) const MAX_HOSTS: usize = 4096;
 
+/// Per-host state that can tell when it has nothing left to remember: then a fresh one is the same.
+pub(crate) trait Idle {
+    /// Whether nothing it counted at or before `now` still counts: a new one would decide alike.
+    fn idle(&self, now: Instant) -> bool;
+}
+
 /// Per-host state, created on first use. Requests without a host share one entry.
+///
+/// Past [`MAX_HOSTS`], the entries that are idle make room; if none is, a new host shares one
+/// overflow entry rather than forgetting what a host in use has counted: evicting a dead host's
+/// budget account would give it back the floor it spent, evicting its throttle the rejections it
+/// earned.
 #[derive(Debug)]
 pub(crate) struct HostMap<T> {
-    map: RwLock<HashMap<Option<Host>, Arc<T>>>,
+    map: RwLock<Table<T>>,
+    overflow: OnceLock<Arc<T>>,
 }
+
+#[derive(Debug)]
+struct Table<T> {
+    hosts: HashMap<Option<Host>, Arc<T>>,
+    /// A full table found nothing idle: no entry is looked at again before this, so that a stream of
+    /// new hosts past the bound costs a scan per tenth of a second, not one per request.
+    next_scan: Option<Instant>,
+}
+
+/// How long a full table with nothing idle is not scanned again.
+const SCAN_EVERY: Duration = Duration::from_millis(100);
 
 impl<T> Default for HostMap<T> {
     fn default() -> Self {
         Self {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(Table {
+                hosts: HashMap::new(),
+                next_scan: None,
+            }),
+            overflow: OnceLock::new(),
         }
     }
 }
 
-impl<T> HostMap<T> {
+impl<T: Idle> HostMap<T> {
     /// The entry of `host`, made by `make` if there is none. A read lock when it exists.
     pub(crate) fn get(&self, host: Option<Host>, make: impl FnOnce() -> T) -> Arc<T> {
         {
-            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(entry) = map.get(&host) {
+            let table = self.map.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = table.hosts.get(&host) {
                 return Arc::clone(entry);
             }
         }
-        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if !map.contains_key(&host) && map.len() >= MAX_HOSTS {
-            let mut dropped = 0;
-            map.retain(|_, _| {
-                dropped += 1;
-                dropped > MAX_HOSTS / 8
-            });
+        let mut table = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if !table.hosts.contains_key(&host) && table.hosts.len() >= MAX_HOSTS {
+            let now = Instant::now();
+            if table.next_scan.is_none_or(|next| next <= now) {
+                table.hosts.retain(|_, entry| !entry.idle(now));
+                table.next_scan = (table.hosts.len() >= MAX_HOSTS).then(|| now + SCAN_EVERY);
+            }
+            if table.hosts.len() >= MAX_HOSTS {
+                return Arc::clone(self.overflow.get_or_init(|| Arc::new(make())));
+            }
         }
-        Arc::clone(map.entry(host).or_insert_with(|| Arc::new(make())))
+        Arc::clone(table.hosts.entry(host).or_insert_with(|| Arc::new(make())))
     }
 
     /// How many hosts the map holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .hosts
+            .len()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use super::*;
+
+    struct Entry {
+        n: u64,
+        idle: AtomicBool,
+    }
+
+    impl Idle for Entry {
+        fn idle(&self, _now: Instant) -> bool {
+            self.idle.load(Ordering::Relaxed)
+        }
+    }
+
+    fn entry(n: u64, idle: bool) -> Entry {
+        Entry {
+            n,
+            idle: AtomicBool::new(idle),
+        }
+    }
 
     #[test]
     fn one_entry_per_host_made_once_and_bounded() {
-        let map: HostMap<u64> = HostMap::default();
-        let a = map.get(Some(Host::from_raw(1)), || 1);
-        let again = map.get(Some(Host::from_raw(1)), || 2);
+        let map: HostMap<Entry> = HostMap::default();
+        let a = map.get(Some(Host::from_raw(1)), || entry(1, true));
+        let again = map.get(Some(Host::from_raw(1)), || entry(2, true));
         assert!(Arc::ptr_eq(&a, &again));
-        assert_eq!(*map.get(None, || 3), 3);
-        assert_eq!(*map.get(None, || 4), 3);
+        assert_eq!(map.get(None, || entry(3, true)).n, 3);
+        assert_eq!(map.get(None, || entry(4, true)).n, 3);
         for n in 0..100_000 {
-            map.get(Some(Host::from_raw(n)), || n);
+            map.get(Some(Host::from_raw(n)), || entry(n, true));
             assert!(map.len() <= MAX_HOSTS);
         }
+    }
+
+    #[test]
+    fn hosts_in_use_are_never_forgotten_and_new_ones_share_the_overflow() {
+        let map: HostMap<Entry> = HostMap::default();
+        for n in 0..MAX_HOSTS as u64 {
+            map.get(Some(Host::from_raw(n)), || entry(n, false));
+        }
+        let first = map.get(Some(Host::from_raw(0)), || entry(u64::MAX, false));
+        let new = map.get(Some(Host::from_raw(1 << 40)), || entry(7, false));
+        let newer = map.get(Some(Host::from_raw(1 << 41)), || entry(8, false));
+        assert!(Arc::ptr_eq(&new, &newer), "one overflow entry");
+        assert_eq!(map.len(), MAX_HOSTS);
+        // Every host in use kept its own state.
+        let again = map.get(Some(Host::from_raw(0)), || entry(u64::MAX, false));
+        assert!(Arc::ptr_eq(&first, &again));
+        // Once hosts fall idle, they make room, at the next scan.
+        first.idle.store(true, Ordering::Relaxed);
+        std::thread::sleep(SCAN_EVERY);
+        let fresh = map.get(Some(Host::from_raw(1 << 42)), || entry(9, false));
+        assert_eq!(fresh.n, 9);
+        assert!(!Arc::ptr_eq(&fresh, &new));
     }
 }

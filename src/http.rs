@@ -107,19 +107,23 @@ where
     else {
         return attempt;
     };
-    let refusal =
-        status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
-    let delay = if retryable || refusal {
+    // A server's delay means something on a 429 (RFC 6585), a 503 and a 413 (RFC 9110 §10.2.3,
+    // §15.5.14), and on a 403 that says a rate limit is spent; on a 502 or a 500 it is read as
+    // nothing, and the backoff decides.
+    let rate_limit =
+        status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN && retryable;
+    let refusal = rate_limit || status == StatusCode::SERVICE_UNAVAILABLE;
+    let delay = if refusal || status == StatusCode::PAYLOAD_TOO_LARGE && retryable {
         server_delay(headers, SystemTime::now())
     } else {
         None
     };
-    let throttled = status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
+    let throttled =
+        rate_limit || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
     let signal = if !cooldown {
         Signal::Nothing
-    } else if status == StatusCode::TOO_MANY_REQUESTS || refusal && delay.is_some() {
-        // A refusal: a 429 whatever it says, a 503 that asks for a delay.
+    } else if rate_limit || refusal && delay.is_some() {
+        // A refusal: a 429 (or a rate-limited 403) whatever it says, a 503 that asks for a delay.
         Signal::Refused {
             asked: delay.unwrap_or_default(),
             pace: quota_pace(headers),

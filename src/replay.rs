@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Method, Uri};
+use http::{HeaderMap, Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
-use crate::classify::{AsError, Outcome, RequestView};
+use crate::classify::{AsError, IDEMPOTENCY_KEY, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
 #[cfg(feature = "reqwest")]
@@ -20,19 +20,19 @@ use crate::replay_body::{Recorder, ReplayBody};
 /// (sent without a copy), what [`Replay::keep`] kept of it. [`HttpReplay`] keeps the method and URI:
 ///
 /// ```
-/// use http::{Method, Uri};
+/// use http::{HeaderMap, Method, Uri};
 /// use stagger::adapter::Sent;
 ///
-/// fn method_of<B>(sent: Sent<'_, http::Request<B>, (Method, Uri)>) -> &Method {
+/// fn method_of<B>(sent: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>) -> &Method {
 ///     match sent {
 ///         Sent::Copy(request) => request.method(),
-///         Sent::Kept((method, _uri)) => method,
+///         Sent::Kept((method, _uri, _headers)) => method,
 ///     }
 /// }
 ///
 /// let request = http::Request::post("http://example.com/orders").body(()).unwrap();
 /// assert_eq!(method_of(Sent::Copy(&request)), Method::POST);
-/// let kept = (Method::GET, Uri::from_static("http://example.com/items"));
+/// let kept = (Method::GET, Uri::from_static("http://example.com/items"), http::HeaderMap::new());
 /// assert_eq!(method_of::<()>(Sent::Kept(&kept)), Method::GET);
 /// ```
 #[derive(Debug)]
@@ -245,20 +245,20 @@ where
     Res: HttpResponse,
     E: AsError,
 {
-    type Kept = (Method, Uri);
+    type Kept = (Method, Uri, HeaderMap);
 
     fn clone_request(&self, request: &http::Request<B>) -> Option<http::Request<B>> {
         Some(with_body(request, request.body().clone()))
     }
 
-    fn keep(&self, request: &http::Request<B>) -> (Method, Uri) {
-        (request.method().clone(), request.uri().clone())
+    fn keep(&self, request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
+        keep_head(request)
     }
 
     fn attempt(
         &self,
         policy: &RetryPolicy,
-        request: Sent<'_, http::Request<B>, (Method, Uri)>,
+        request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
         result: &Result<Res, E>,
     ) -> Attempt {
         judge(policy, &http_view(request), result)
@@ -266,7 +266,7 @@ where
 
     fn view<'a>(
         &self,
-        request: Sent<'a, http::Request<B>, (Method, Uri)>,
+        request: Sent<'a, http::Request<B>, (Method, Uri, HeaderMap)>,
     ) -> Option<RequestView<'a>> {
         Some(http_view(request))
     }
@@ -283,7 +283,7 @@ where
     Res: HttpResponse,
     E: AsError,
 {
-    type Kept = (Method, Uri);
+    type Kept = (Method, Uri, HeaderMap);
 
     fn clone_request(
         &self,
@@ -294,14 +294,14 @@ where
         Some(with_body(request, ReplayBody::replayed(bytes)))
     }
 
-    fn keep(&self, request: &http::Request<ReplayBody<B>>) -> (Method, Uri) {
-        (request.method().clone(), request.uri().clone())
+    fn keep(&self, request: &http::Request<ReplayBody<B>>) -> (Method, Uri, HeaderMap) {
+        keep_head(request)
     }
 
     fn attempt(
         &self,
         policy: &RetryPolicy,
-        request: Sent<'_, http::Request<ReplayBody<B>>, (Method, Uri)>,
+        request: Sent<'_, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
         result: &Result<Res, E>,
     ) -> Attempt {
         judge(policy, &http_view(request), result)
@@ -309,7 +309,7 @@ where
 
     fn view<'a>(
         &self,
-        request: Sent<'a, http::Request<ReplayBody<B>>, (Method, Uri)>,
+        request: Sent<'a, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
     ) -> Option<RequestView<'a>> {
         Some(http_view(request))
     }
@@ -410,10 +410,27 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
     }
 }
 
-fn http_view<B>(request: Sent<'_, http::Request<B>, (Method, Uri)>) -> RequestView<'_> {
+/// What is kept of an `http` request sent without a copy: its method, its target and the headers
+/// judging reads — its `Host` when the target is in origin form (the host its cooldown, budget and
+/// throttle are kept for), its `Idempotency-Key`. Nothing is allocated for a request without them.
+fn keep_head<B>(request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
+    let mut headers = HeaderMap::new();
+    let kept = request.headers();
+    if request.uri().host().is_none()
+        && let Some(host) = kept.get(http::header::HOST)
+    {
+        headers.insert(http::header::HOST, host.clone());
+    }
+    if let Some(key) = kept.get(IDEMPOTENCY_KEY) {
+        headers.insert(IDEMPOTENCY_KEY, key.clone());
+    }
+    (request.method().clone(), request.uri().clone(), headers)
+}
+
+fn http_view<B>(request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>) -> RequestView<'_> {
     match request {
         Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
-        Sent::Kept((method, uri)) => RequestView::without_headers(method, uri),
+        Sent::Kept((method, uri, headers)) => RequestView::new(method, uri, headers),
     }
 }
 

@@ -117,6 +117,16 @@ impl AdaptiveThrottle {
     }
 }
 
+impl crate::hosts::Idle for AdaptiveThrottle {
+    /// Nothing counted in the window ending at `now`: a fresh throttle would decide alike.
+    fn idle(&self, now: Instant) -> bool {
+        let current = self.epoch(now);
+        self.slots
+            .iter()
+            .all(|slot| slot.epoch.load(Ordering::Relaxed) + SLOTS <= current)
+    }
+}
+
 /// The throttles of a policy: one per host, shared by every clone of the policy.
 #[derive(Debug)]
 pub(crate) struct Throttles {

@@ -358,3 +358,45 @@ async fn with_one_budget_a_dead_host_spends_the_retries_of_a_healthy_one() {
         Some(StopReason::Budget)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_host_s_spent_floor_stays_spent_when_16384_other_hosts_come_and_go() {
+    // Issue 21, item 6: when the table of per-host accounts was full, an eighth of it was dropped to
+    // make room, the dead host's among them, and it came back with its floor whole.
+    let policy = RetryPolicy::builder()
+        .backoff(stagger::Backoff::fixed(Duration::from_millis(1)))
+        .budget(small_budget(true))
+        .build()
+        .unwrap();
+    let server = tower::service_fn(|request: Request<()>| async move {
+        let status = match request.uri().host() {
+            Some("dead.test") => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::OK,
+        };
+        let response = Response::builder().status(status).body(()).unwrap();
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    let client = RetryLayer::new(policy).layer(server);
+    let get = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
+    let stop = |response: &Response<()>| {
+        let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+        (info.retries(), info.stop_reason())
+    };
+
+    // The dead host spends its five retries.
+    let response = client.clone().oneshot(get("dead.test")).await.unwrap();
+    assert_eq!(stop(&response), (5, Some(StopReason::Budget)));
+    // 16 384 other hosts, each with a request of its own, fill the table four times over (when a full
+    // table dropped an eighth of itself at random, the dead host survived this with odds of 4 %).
+    for n in 0..16_384 {
+        let response = client
+            .clone()
+            .oneshot(get(&format!("h{n}.test")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // Still within the dead host's window: its floor is still spent.
+    let response = client.oneshot(get("dead.test")).await.unwrap();
+    assert_eq!(stop(&response), (0, Some(StopReason::Budget)));
+}

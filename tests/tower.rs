@@ -1897,3 +1897,237 @@ fn a_zero_delay_retry_does_not_go_through_the_timer() {
     assert_eq!(hits.count(), 4);
     assert_eq!(info(&response).slept(), Duration::ZERO);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Hosts, pushback and the deadline's answer
+// ---------------------------------------------------------------------------------------------------
+
+/// The host and path of every request a server saw, and when.
+type Arrivals = Arc<Mutex<Vec<(String, Duration)>>>;
+
+/// A server that answers `/limited` with `429` and `Retry-After: secs` the first time, and everything
+/// else with `200`, recording what it sees.
+fn limited(
+    retry_after: &'static str,
+) -> (
+    impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send> + Clone,
+    Arrivals,
+) {
+    let start = Instant::now();
+    let seen = Arrivals::default();
+    let record = Arc::clone(&seen);
+    let refused = Arc::new(AtomicUsize::new(0));
+    let service = service_fn(move |request: Request<()>| {
+        let host = request
+            .uri()
+            .host()
+            .or_else(|| request.headers().get("host").and_then(|h| h.to_str().ok()))
+            .unwrap_or("-")
+            .to_owned();
+        record
+            .lock()
+            .unwrap()
+            .push((format!("{host}{}", request.uri().path()), start.elapsed()));
+        let first =
+            request.uri().path() == "/limited" && refused.fetch_add(1, Ordering::SeqCst) == 0;
+        let response = if first {
+            Response::builder()
+                .status(429)
+                .header("retry-after", retry_after)
+        } else {
+            Response::builder().status(200)
+        };
+        async move { Ok::<_, Infallible>(response.body(()).unwrap()) }
+    });
+    (service, seen)
+}
+
+fn cooling() -> RetryPolicy {
+    RetryPolicy::builder()
+        .host_cooldown(true)
+        .max_retries(0)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_s_cooldown_holds_its_name_in_any_case() {
+    let (server, seen) = limited("2");
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(cooling()))
+        .service(server);
+    let get = |uri: &str| Request::get(uri).body(()).unwrap();
+    let refused = client
+        .clone()
+        .oneshot(get("http://API.Example.test/limited"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    let held = client
+        .oneshot(get("http://api.example.test/items"))
+        .await
+        .unwrap();
+    assert!(
+        info(&held).cooldown() >= Duration::from_secs(2),
+        "{:?}",
+        info(&held)
+    );
+    let at = seen.lock().unwrap()[1].1;
+    assert!(
+        at >= Duration::from_secs(2),
+        "the second request went at {at:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_in_origin_form_is_held_by_its_host_header_s_cooldown() {
+    // hyper's connection API sends `/items` and a `Host` header.
+    let (server, seen) = limited("2");
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(cooling()))
+        .service(server);
+    let get = |path: &str, host: &str| Request::get(path).header("host", host).body(()).unwrap();
+    let refused = client
+        .clone()
+        .oneshot(get("/limited", "api.test"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    // Another host, in origin form too, is not held by it.
+    let other = client
+        .clone()
+        .oneshot(get("/items", "other.test"))
+        .await
+        .unwrap();
+    assert_eq!(info(&other).cooldown(), Duration::ZERO);
+    let held = client.oneshot(get("/items", "api.test")).await.unwrap();
+    assert!(
+        info(&held).cooldown() >= Duration::from_secs(2),
+        "{:?}",
+        info(&held)
+    );
+    assert_eq!(seen.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_of_years_holds_a_host_five_minutes_and_then_a_request_probes_it() {
+    let (server, seen) = limited("999999999");
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(cooling()))
+        .service(server);
+    let get = |path: &str| {
+        Request::get(format!("http://api.test{path}"))
+            .body(())
+            .unwrap()
+    };
+    let refused = client.clone().oneshot(get("/limited")).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    // Longer than max_retry_after: not waited for, not sent.
+    let error = client.clone().oneshot(get("/items")).await.unwrap_err();
+    assert_eq!(
+        error.rejected().unwrap().info().stop_reason(),
+        Some(StopReason::Cooldown)
+    );
+    // Five minutes on, the host is probed again, and its answer goes through.
+    tokio::time::advance(Duration::from_secs(300)).await;
+    let probe = client.oneshot(get("/items")).await.unwrap();
+    assert_eq!(probe.status(), 200);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_that_leaves_no_room_after_a_timed_out_attempt_is_the_error_s_answer() {
+    // 1 s in all, 200 ms per attempt, no budget: the attempts time out until a retry no longer fits.
+    let hits = Hits::default();
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(ms(10)))
+        .max_elapsed(Duration::from_secs(1))
+        .attempt_timeout(ms(200))
+        .no_budget()
+        .build()
+        .unwrap();
+    let error = send(policy, hung(&hits), get()).await.unwrap_err();
+    let stop = error.info().stop_reason();
+    assert_eq!(stop, Some(StopReason::Deadline));
+    assert!(error.is_deadline(), "{error}");
+    assert!(!error.is_attempt_timeout(), "{error}");
+}
+
+/// Answers attempt 1 with `status` and `Retry-After: 2` (and `extra` headers), attempt 2 with `200`.
+fn once_with_retry_after(
+    status: u16,
+    extra: &'static [(&'static str, &'static str)],
+) -> impl Fn(usize, &Req) -> Res + Clone + Send + 'static {
+    move |n, _| {
+        if n > 1 {
+            return Response::new("ok".to_owned());
+        }
+        let mut response = Response::builder()
+            .status(status)
+            .header("retry-after", "2");
+        for (name, value) in extra {
+            response = response.header(*name, *value);
+        }
+        response.body(String::new()).unwrap()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_floors_the_retry_of_a_503_or_429_not_of_a_502() {
+    let policy = || RetryPolicy::builder().seed(3).build().unwrap();
+    for (status, floored) in [(503, true), (429, true), (502, false), (500, false)] {
+        let hits = Hits::default();
+        let response = send(
+            policy(),
+            server(&hits, once_with_retry_after(status, &[])),
+            get(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (response.status().as_u16(), hits.count()),
+            (200, 2),
+            "{status}"
+        );
+        let slept = info(&response).slept();
+        if floored {
+            assert!(slept >= Duration::from_secs(2), "{status}: {slept:?}");
+        } else {
+            assert!(slept <= ms(100), "{status}: the backoff's, {slept:?}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_403_that_says_a_rate_limit_is_spent_is_retried_after_it_and_another_is_not() {
+    let policy = || RetryPolicy::builder().seed(3).build().unwrap();
+    // GitHub's secondary limit: 403 with Retry-After.
+    let hits = Hits::default();
+    let response = send(
+        policy(),
+        server(&hits, once_with_retry_after(403, &[])),
+        get(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hits.count(), 2);
+    assert!(info(&response).slept() >= Duration::from_secs(2));
+    // Its primary limit: 403 with X-RateLimit-Remaining: 0 and a reset (here beside Retry-After).
+    let hits = Hits::default();
+    let primary = &[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "2")];
+    let response = send(
+        policy(),
+        server(&hits, once_with_retry_after(403, primary)),
+        get(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((response.status().as_u16(), hits.count()), (200, 2));
+    // A 403 that says nothing of a limit is a refusal of permission: fatal, and handed back.
+    let hits = Hits::default();
+    let response = send(policy(), server(&hits, always(403)), get())
+        .await
+        .unwrap();
+    assert_eq!((response.status().as_u16(), hits.count()), (403, 1));
+    assert_eq!(info(&response).stop_reason(), Some(StopReason::Fatal));
+}

@@ -199,6 +199,22 @@ impl Account {
     }
 }
 
+impl crate::hosts::Idle for Account {
+    /// Past its first window (whose calls may spend the starting credit), with every slot expired:
+    /// the balance a fresh account would have.
+    fn idle(&self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.origin);
+        let target =
+            u64::try_from(elapsed.as_nanos() / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX);
+        elapsed >= self.shape.window
+            && target
+                >= self
+                    .epoch
+                    .load(Ordering::Relaxed)
+                    .saturating_add(SLOTS as u64)
+    }
+}
+
 fn slot_of(epoch: u64) -> usize {
     (epoch % SLOTS as u64) as usize
 }

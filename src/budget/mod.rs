@@ -423,7 +423,10 @@ impl RetryBudgetBuilder {
     /// with the deposits of every request to the healthy ones — more load on the host that can least
     /// take it — and has nothing left for a healthy host's occasional failure. With `per_host(true)`,
     /// each host's retries are bounded by its own traffic. The cost: a look-up (a read lock and a hash)
-    /// per request, where one account costs two atomic additions; at most 4 096 hosts are kept.
+    /// per request, where one account costs two atomic additions. At most 4 096 hosts have an
+    /// account of their own: past that, a host's account is dropped only once its window has nothing
+    /// left in it, and a new host meanwhile shares one account with the others that did not fit, so
+    /// that no host in use gets back a floor it spent.
     ///
     /// ```
     /// use stagger::{RetryBudget, RetryPolicy};

@@ -119,8 +119,9 @@ impl RetryPolicyBuilder {
     /// client offering 500 requests a second to a backend of capacity 50 sends 100 of them (2 × 50);
     /// once the backend recovers, 19 % get through in the first second, then more each second, and
     /// all of them once the accepts of the last window are half its requests, about 11 s later
-    /// (`tests/overload.rs`). Each host has its own throttle, kept by every clone of the policy (at most 4 096
-    /// hosts).
+    /// (`tests/overload.rs`). Each host (its name, in any case, and port; a request in origin form
+    /// is known by its `Host` header) has its own throttle, kept by every clone of the policy: at most
+    /// 4 096 of them, each dropped only once its window is empty, new hosts past that sharing one.
     ///
     /// A first attempt rejected locally ends the call at once with [`Rejected`](crate::Rejected)
     /// ([`StopReason::Throttled`](crate::StopReason::Throttled), no attempt made); a retry rejected

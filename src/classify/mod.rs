@@ -303,7 +303,7 @@ where
 ///
 /// | outcome | statuses | errors |
 /// |---|---|---|
-/// | [`Outcome::RetrySafe`] | 429, 503 | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, a server's graceful `GOAWAY` for a stream it did not process |
+/// | [`Outcome::RetrySafe`] | 429, 503, and a 403 whose headers say a rate limit is spent (`Retry-After`, `X-RateLimit-Remaining: 0`, a `RateLimit` policy with `r=0`: GitHub's primary and secondary limits) | connect failures (refused, unreachable, DNS, a TLS handshake cut short); HTTP/2 `REFUSED_STREAM`, a server's graceful `GOAWAY` for a stream it did not process |
 /// | [`Outcome::RetryIfIdempotent`] | 408, 500, 502, 504 and every other 5xx but 501 and 505 | timeouts; connection reset, aborted or closed before the response |
 /// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, a `GOAWAY` with an error code or sent by the client, and unrecognised errors |
 /// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
@@ -341,10 +341,22 @@ pub struct DefaultClassifier;
 impl ClassifyHttp for DefaultClassifier {
     fn classify(&self, _request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
         match *result {
+            AttemptResult::Response {
+                status: StatusCode::FORBIDDEN,
+                headers,
+                ..
+            } if rate_limited(headers) => Outcome::RetrySafe(Reason::Status(StatusCode::FORBIDDEN)),
             AttemptResult::Response { status, .. } => classify_status(status),
             AttemptResult::Error(error) => classify_error(error),
         }
     }
+}
+
+/// Whether a `403`'s headers say a rate limit refused it rather than a permission: GitHub answers its
+/// primary limit with `403` and `X-RateLimit-Remaining: 0`, its secondary one with `403` and
+/// `Retry-After`. The server did not act on the request.
+pub(crate) fn rate_limited(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(http::header::RETRY_AFTER) || crate::pushback::says_throttled(headers)
 }
 
 /// The default classification of a status code; see [`DefaultClassifier`].

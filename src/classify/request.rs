@@ -78,17 +78,8 @@ impl<'a> RequestView<'a> {
         }
     }
 
-    /// A view of a request sent without a copy: its method and target, kept for judging and logging,
-    /// but not its headers.
-    pub(crate) const fn without_headers(method: &'a Method, uri: &'a Uri) -> Self {
-        Self {
-            method,
-            target: Target::Uri(uri),
-            headers: None,
-        }
-    }
-
-    /// [`without_headers`](Self::without_headers) for a `reqwest` request.
+    /// A view of a `reqwest` request sent without a copy: its method and target, kept for judging and
+    /// logging, but not its headers (a reqwest URL always names its host).
     #[cfg(feature = "reqwest")]
     pub(crate) const fn reqwest_without_headers(method: &'a Method, url: &'a reqwest::Url) -> Self {
         Self {
@@ -126,7 +117,9 @@ impl<'a> RequestView<'a> {
         }
     }
 
-    /// The host of the request's target, if known: `None` for a URI without one (a bare path).
+    /// The host of the request's target, if known: the URI's, or, for a request in origin form (a
+    /// bare path, as hyper's connection API sends), its `Host` header's. `None` without either. As
+    /// written: host names are compared without regard to case elsewhere in stagger (RFC 9110 §4.2.3).
     ///
     /// ```
     /// # use stagger::classify::RequestView;
@@ -134,20 +127,36 @@ impl<'a> RequestView<'a> {
     /// let view = RequestView::new(absolute.method(), absolute.uri(), absolute.headers());
     /// assert_eq!(view.host(), Some("example.com"));
     ///
-    /// let relative = http::Request::get("/items").body(()).unwrap();
-    /// let view = RequestView::new(relative.method(), relative.uri(), relative.headers());
+    /// let origin_form = http::Request::get("/items").header("host", "api.example.com:8443").body(()).unwrap();
+    /// let view = RequestView::new(origin_form.method(), origin_form.uri(), origin_form.headers());
+    /// assert_eq!((view.host(), view.port()), (Some("api.example.com"), Some(8443)));
+    ///
+    /// let bare = http::Request::get("/items").body(()).unwrap();
+    /// let view = RequestView::new(bare.method(), bare.uri(), bare.headers());
     /// assert_eq!(view.host(), None);
     /// ```
     pub fn host(&self) -> Option<&'a str> {
         match self.target {
-            Target::Uri(uri) => uri.host(),
+            Target::Uri(uri) => uri
+                .host()
+                .or_else(|| self.host_header().map(|(host, _)| host)),
             #[cfg(feature = "reqwest")]
             Target::Url(url) => url.host_str(),
         }
     }
 
+    /// The `Host` header, split into its host and port, for a target without an authority.
+    fn host_header(&self) -> Option<(&'a str, Option<u16>)> {
+        let value = self.headers?.get(http::header::HOST)?.to_str().ok()?;
+        let authority: http::uri::Authority = value.parse().ok()?;
+        // The parsed authority borrows nothing from `value`: find its host in the header itself.
+        let host = authority.host();
+        let start = value.find(host)?;
+        Some((&value[start..start + host.len()], authority.port_u16()))
+    }
+
     /// The port of the request's target: the one it names, or its scheme's (80 for `http`, 443 for
-    /// `https`); `None` if neither is known.
+    /// `https`), or, in origin form, the one its `Host` header names; `None` if none is known.
     ///
     /// ```
     /// # use stagger::classify::RequestView;
@@ -161,6 +170,7 @@ impl<'a> RequestView<'a> {
     /// ```
     pub fn port(&self) -> Option<u16> {
         match self.target {
+            Target::Uri(uri) if uri.host().is_none() => self.host_header()?.1,
             Target::Uri(uri) => uri.port_u16().or_else(|| match uri.scheme_str() {
                 Some("http") => Some(80),
                 Some("https") => Some(443),
