@@ -1145,3 +1145,89 @@ async fn a_shared_budget_limits_two_retry_layers_together() {
     let post = posts.oneshot(http::Request::new(())).await.unwrap();
     assert_eq!((info(&get).attempts(), info(&post).attempts()), (2, 2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_s_retry_costs_four_retries_of_the_requests_deposits() {
+    // No floor (so no starting credit): 20 requests at ratio 0.2 deposit four retries' worth.
+    let budget = RetryBudget::builder()
+        .ratio(0.2)
+        .min_per_second(0)
+        .build()
+        .unwrap();
+    let policy = RetryPolicy::builder()
+        .budget(budget)
+        .max_retries(u32::MAX)
+        .build()
+        .unwrap();
+    let deposit = |n| {
+        for _ in 0..n {
+            let _ = policy.start().decide(Attempt::new(Outcome::Success));
+        }
+    };
+    let timeout = Attempt::new(Outcome::RetryIfIdempotent(Reason::Timeout));
+    deposit(20);
+    let mut state = policy.start(); // the 21st request: 4.2 retries' worth
+    assert!(matches!(state.decide(timeout), Decision::Retry(_)));
+    state.begin_retry().unwrap();
+    assert_eq!(state.decide(timeout), Decision::Stop(StopReason::Budget));
+    // The same deposits pay for four retries of any other failure.
+    deposit(20);
+    let mut state = policy.start();
+    for _ in 0..4 {
+        assert!(matches!(
+            state.decide(Attempt::new(unavailable())),
+            Decision::Retry(_)
+        ));
+        state.begin_retry().unwrap();
+    }
+    assert_eq!(
+        state.decide(Attempt::new(unavailable())),
+        Decision::Stop(StopReason::Budget)
+    );
+}
+
+#[test]
+fn the_documented_defaults_are_what_a_policy_gets() {
+    // The values the README and the docs state, written out rather than read from the constants.
+    let policy = RetryPolicy::default();
+    assert_eq!(policy.max_retries(), 10);
+    assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30)));
+    assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(10)));
+    assert_eq!(policy.replay_buffer(), 64 * 1024);
+    assert_eq!(policy.hedge_after(), None);
+    assert_eq!(policy.adaptive_throttle(), None);
+    assert!(!policy.host_cooldown());
+    let backoff = policy.backoff();
+    assert_eq!(backoff.initial(), Duration::from_millis(100));
+    assert_eq!(backoff.ceiling(1), Duration::from_millis(100));
+    assert_eq!(backoff.ceiling(2), Duration::from_millis(200));
+    assert_eq!(backoff.ceiling(20), Duration::from_secs(20));
+    let throttle = policy.throttle_backoff();
+    assert_eq!(throttle.initial(), Duration::from_millis(500));
+    assert_eq!(throttle.ceiling(20), Duration::from_secs(20));
+    let budget = policy.budget().unwrap();
+    assert_eq!(
+        (
+            budget.ratio(),
+            budget.min_per_second(),
+            budget.window(),
+            budget.per_host()
+        ),
+        (0.2, 10, Duration::from_secs(10), false)
+    );
+    // max_retry_after: a delay of 30 s is waited for, 30 s and a nanosecond is not.
+    let asked = |delay| {
+        let attempt = Attempt::new(unavailable()).retry_after(Some(delay));
+        RetryPolicy::builder()
+            .max_elapsed(Duration::from_secs(120))
+            .build()
+            .unwrap()
+            .start()
+            .decide(attempt)
+    };
+    assert!(matches!(asked(Duration::from_secs(30)), Decision::Retry(_)));
+    assert_eq!(
+        asked(Duration::from_secs(30) + Duration::from_nanos(1)),
+        Decision::Stop(StopReason::RetryAfterTooLong)
+    );
+}
