@@ -12,13 +12,14 @@
 //!    refused one, the gaps between the next requests it accepts are the interval at which it admits
 //!    them (a leaky bucket's `1/rate`; a token bucket's too, once its burst is spent). The smallest of
 //!    two gaps becomes the pace; a host that refuses nothing while probing leaves the table.
-//! 3. **Paced**: every request to the host takes the next free slot, one pace after the last: a
-//!    client asking more than the host admits queues here instead of being refused there. A refusal
-//!    no longer holds the host (it only waits out its own delay, as any retry): a round of the pace
-//!    with a refusal slows it by 5 %, ten rounds without one while requests queue speed it up by 2 %,
-//!    never back to a pace that was refused. A host that has refused nothing for ten seconds and has no
-//!    request queued leaves the table. When the host states its rate (`RateLimit-Policy`), that is the
-//!    pace from the first refusal, with no probe.
+//! 3. **Paced**: every request to the host takes its turn, one pace after the last: a client asking
+//!    more than the host admits queues here instead of being refused there. A refusal no longer holds
+//!    the host (the request refused waits out its own delay, as any retry): it sends the pace back at
+//!    once to the fastest one known good (or 5 % slower), and two rounds without one while requests
+//!    queue try a pace halfway down to the slowest known refused, until the two are within 2 %. A host
+//!    that has refused nothing for ten seconds and has no request queued leaves the table. When the
+//!    host states its rate (`RateLimit-Policy`), that is the pace from the first refusal, with no
+//!    probe; only a wait of more than ten seconds (a fixed window's reset) holds a host already paced.
 //!
 //! Releasing the waiters at once after the delay, or spread over it, fails against a limiter that
 //! admits requests at a steady rate (nginx's `limit_req`, a token bucket): the first one gets through,
@@ -64,6 +65,10 @@ const QUIET: Duration = Duration::from_secs(10);
 
 /// The shortest round over which a pace is judged.
 const MIN_ROUND: Duration = Duration::from_secs(1);
+
+/// The search for a faster pace stops once the pace is within this factor of the slowest refused:
+/// each step below the host's rate costs a refusal, and a request's turn.
+const BISECT_UNTIL: f64 = 1.02;
 
 /// Gaps between accepted requests measured while probing before the pace is set.
 const PROBE_GAPS: u32 = 2;
@@ -429,7 +434,7 @@ impl Pacer {
             if self.round.clean >= 2 {
                 self.good = Some(self.good.map_or(self.pace, |good| good.min(self.pace)));
                 if let Some(refused) = self.refused_at
-                    && self.pace > refused.mul_f64(1.02)
+                    && self.pace > refused.mul_f64(BISECT_UNTIL)
                 {
                     self.respace((self.pace + refused) / 2, now, now);
                     self.since = now;

@@ -129,10 +129,21 @@ impl Run {
                 .or_default() += 1;
         }
         let slowest = self.calls.iter().map(|c| c.took).max().unwrap_or_default();
+        let mut admitted: Vec<_> = self
+            .log
+            .iter()
+            .filter(|l| l.status == 200)
+            .map(|l| l.at)
+            .collect();
+        admitted.sort_unstable();
+        let mut gaps: Vec<Duration> = admitted.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let median_gap = gaps.get(gaps.len() / 2).copied().unwrap_or_default();
         let attempts: u32 = self.calls.iter().map(|c| c.attempts).sum();
         format!(
             "limit_req {}: nginx answered {} 200s and {} 429s ({attempts} attempts); goodput \
-             {:.2}/s ({:.0} % of {QUOTA}/s); slowest call {slowest:?}; {} calls failed: {failures:?}",
+             {:.2}/s ({:.0} % of {QUOTA}/s), a median {median_gap:?} between 200s; slowest call \
+             {slowest:?}; {} calls failed: {failures:?}",
             self.label(),
             self.logged(200),
             self.logged(429),
