@@ -154,7 +154,10 @@ pub(super) fn table(lines: &[Line<'_>]) -> String {
         text,
         "\nEvery row: the attempts the proxy saw = the attempts the clients report ({attempts} in all)."
     );
-    for line in lines.iter().filter(|l| matches!(l.row.kind, Kind::StaggerDefaults)) {
+    for line in lines
+        .iter()
+        .filter(|l| matches!(l.row.kind, Kind::StaggerDefaults))
+    {
         let f = &line.figures;
         let _ = write!(text, "{} outage: {}", seconds(line.outage), line.row.name);
         let Some(success) = f.success() else {
