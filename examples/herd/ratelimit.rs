@@ -3,7 +3,7 @@
 //! A server admits a quota of 800 requests/s (a token bucket a second deep, full at the start) and
 //! answers anything over it at once with `429`, `Retry-After: 1` and `RateLimit: "default";r=0;t=1`;
 //! a `200` says what is left, `RateLimit: "default";r=<tokens>;t=<seconds until full>` (see
-//! [`limiter`]), so that with `host_cooldown` the `200` that takes the last token starts a pause too.
+//! [`token_bucket`]), so that with `host_cooldown` the `200` that takes the last token starts a pause too.
 //! 1000 callers in one client process each send a new request every second, from a phase of their
 //! own, for 20 s: 1000 requests/s, 25 % over the quota, whatever the answers. Every caller goes
 //! through one policy (clones of one `RetryLayer`), so what one `429` teaches is the process's to use:
@@ -19,7 +19,7 @@
 
 mod chart;
 mod figures;
-mod limiter;
+mod token_bucket;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -37,9 +37,9 @@ use tower::{Layer, ServiceExt};
 
 use crate::args::Args;
 use crate::peers::{Peer, PeerClient};
-use crate::sim::{Network, SimulatedServer, run_in_parallel, stream};
-use figures::{Call, Figures, Outcome, print_header, print_notes, print_row};
-use limiter::Limiter;
+use crate::sim::{Model, Network, SimulatedServer, run_in_parallel, stream};
+use figures::{Answers, Call, Figures, Outcome, print_header, print_notes, print_row};
+use token_bucket::TokenBucket;
 
 /// How long the callers send new requests.
 const SEND_FOR: Duration = Duration::from_secs(20);
@@ -65,6 +65,12 @@ struct Scenario {
     seed: u64,
     /// Whether reqwest-retry's jitter comes from the crate's own generator (`--peer-rng`).
     peer_rng: bool,
+}
+
+/// A server model that counts its answers.
+trait RateLimiter: Model + 'static {
+    /// The `200`s and `429`s sent so far.
+    fn answers(&mut self) -> &mut Answers;
 }
 
 /// How one row's calls are retried: one line of the table.
@@ -170,10 +176,15 @@ fn arrivals(scenario: &Scenario) -> Vec<Duration> {
 
 /// Runs one row's calls against a fresh server, in virtual time.
 async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
+    let server = TokenBucket::new(scenario.quota, scenario.quota);
+    simulate_against(server, row, scenario).await
+}
+
+/// Runs one row's calls against `server`, in virtual time.
+async fn simulate_against<M: RateLimiter>(server: M, row: &Row, scenario: &Scenario) -> Figures {
     let start = Instant::now();
-    let limiter = Limiter::new(scenario.quota, scenario.quota);
     // The same network and the same arrivals for every row: the rows differ only in how they retry.
-    let network = Rc::new(RefCell::new(Network::new(limiter, start, scenario.seed)));
+    let network = Rc::new(RefCell::new(Network::new(server, start, scenario.seed)));
     let arrivals = arrivals(scenario);
     let calls = Rc::new(RefCell::new(Vec::with_capacity(arrivals.len())));
     let caller = Caller::new(row, scenario);
@@ -209,10 +220,8 @@ async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
         })
         .await;
     let calls = std::mem::take(&mut *calls.borrow_mut());
-    let mut network = network.borrow_mut();
-    let served = std::mem::take(&mut network.server.served);
-    let refused = std::mem::take(&mut network.server.refused);
-    let figures = Figures::new(served, refused, &calls);
+    let answers = std::mem::take(network.borrow_mut().server.answers());
+    let figures = Figures::new(answers, &calls);
     let reported: u64 = calls.iter().map(|c| u64::from(c.outcome.attempts)).sum();
     assert_eq!(
         reported,
@@ -244,7 +253,10 @@ impl Caller {
     }
 
     /// One call to `server`, and how it ended.
-    fn call(&self, server: SimulatedServer<Limiter>) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    fn call<M: Model + 'static>(
+        &self,
+        server: SimulatedServer<M>,
+    ) -> Pin<Box<dyn Future<Output = Outcome>>> {
         let uri = Uri::from_static(URI);
         match self {
             Self::Stagger(layer) => {

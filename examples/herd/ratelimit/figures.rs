@@ -9,6 +9,32 @@ use stagger::RetryInfo;
 use super::{SEND_FOR, SLOT};
 use crate::peers::Ended;
 
+/// What a server answered, counted per [`SLOT`] since the start.
+#[derive(Default)]
+pub(super) struct Answers {
+    /// `200`s per slot.
+    served: Vec<u32>,
+    /// `429`s per slot.
+    refused: Vec<u32>,
+}
+
+impl Answers {
+    /// Counts an answer sent `now`: a `200` if `served`, else a `429`.
+    pub(super) fn count(&mut self, now: Duration, served: bool) {
+        let slot = (now.as_nanos() / SLOT.as_nanos()) as usize;
+        if self.served.len() <= slot {
+            self.served.resize(slot + 1, 0);
+            self.refused.resize(slot + 1, 0);
+        }
+        let counts = if served {
+            &mut self.served
+        } else {
+            &mut self.refused
+        };
+        counts[slot] += 1;
+    }
+}
+
 /// How one call ended, and when.
 pub(super) struct Call {
     /// Time from the caller's send to the call's final response (or error).
@@ -75,7 +101,8 @@ pub(super) struct Figures {
 }
 
 impl Figures {
-    pub(super) fn new(served: Vec<u32>, refused: Vec<u32>, calls: &[Call]) -> Self {
+    pub(super) fn new(answers: Answers, calls: &[Call]) -> Self {
+        let Answers { served, refused } = answers;
         let successes = calls.iter().filter(|c| c.outcome.ok);
         let mut latencies: Vec<_> = successes.map(|c| c.took).collect();
         latencies.sort_unstable();
