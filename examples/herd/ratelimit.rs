@@ -1,14 +1,23 @@
-//! The rate-limited server: one process keeps sending new requests while the server says to wait.
+//! The rate-limited servers: one process keeps sending new requests while the server says to wait.
 //!
-//! A server admits a quota of 800 requests/s (a token bucket a second deep, full at the start) and
-//! answers anything over it at once with `429`, `Retry-After: 1` and `RateLimit: "default";r=0;t=1`;
-//! a `200` says what is left, `RateLimit: "default";r=<tokens>;t=<seconds until full>` (see
-//! [`token_bucket`]), so that with `host_cooldown` the `200` that takes the last token starts a pause too.
+//! A server admits a quota of 800 requests/s, kept in one of two ways:
+//!
+//! - a token bucket a second deep, full at the start ([`token_bucket`]), which answers anything over
+//!   the quota at once with `429`, `Retry-After: 1` and `RateLimit: "default";r=0;t=1`; a `200` says
+//!   what is left, `RateLimit: "default";r=<tokens>;t=<seconds until full>`, so that with
+//!   `host_cooldown` the `200` that takes the last token starts a pause too, and every answer states
+//!   the quota, `RateLimit-Policy: "default";q=800;w=1`;
+//! - nginx's `limit_req` as it comes (`rate=800r/s`, no burst: a leaky bucket, [`limit_req`]), which
+//!   answers anything over the rate at once with `429` and `Retry-After: 1`, and no rate-limit header.
+//!   nginx counts time in whole milliseconds, so a request 1 ms after the last one it admitted is
+//!   refused: it admits at most one request every 2 ms, 500/s. The table says so rather than hide it.
+//!
 //! 1000 callers in one client process each send a new request every second, from a phase of their
 //! own, for 20 s: 1000 requests/s, 25 % over the quota, whatever the answers. Every caller goes
 //! through one policy (clones of one `RetryLayer`), so what one `429` teaches is the process's to use:
 //! the stampede that matters after it is the new requests the process keeps sending, which
-//! `host_cooldown` holds. One row per client, on the same arrivals and the same network:
+//! `host_cooldown` holds. One row per client and server, on the same arrivals and the same network,
+//! the token bucket's rows first:
 //!
 //! - stagger's defaults (`RetryPolicy::default()`, seeded), then the same with `host_cooldown(true)`;
 //! - reqwest-retry 0.9 with its documented policy and its `DefaultRetryableStrategy`, driven by its
@@ -19,6 +28,9 @@
 
 mod chart;
 mod figures;
+mod limit_req;
+#[cfg(test)]
+mod tests;
 mod token_bucket;
 
 use std::cell::RefCell;
@@ -38,7 +50,8 @@ use tower::{Layer, ServiceExt};
 use crate::args::Args;
 use crate::peers::{Peer, PeerClient};
 use crate::sim::{Model, Network, SimulatedServer, run_in_parallel, stream};
-use figures::{Answers, Call, Figures, Outcome, print_header, print_notes, print_row};
+use figures::{Answers, Call, Figures, Outcome};
+use limit_req::LimitReq;
 use token_bucket::TokenBucket;
 
 /// How long the callers send new requests.
@@ -110,7 +123,53 @@ fn rows() -> [Row; 4] {
     ]
 }
 
-/// Runs every row, prints the table and draws `herd-ratelimit.svg` into `args.out`.
+/// The servers every row runs against, in the table's order.
+const SERVERS: [Server; 2] = [Server::TokenBucket, Server::LimitReq];
+
+/// What keeps the quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    /// A token bucket a second deep, full at the start, with the IETF rate-limit headers.
+    TokenBucket,
+    /// nginx's `limit_req` without burst, with `Retry-After: 1` alone.
+    LimitReq,
+}
+
+impl Server {
+    /// The heading of the server's part of the table.
+    fn heading(self, quota: f64) -> String {
+        match self {
+            Self::TokenBucket => format!(
+                "A token bucket {quota:.0} deep, full at t = 0. Over the quota it answers 429 at once, \
+                 with Retry-After and RateLimit; every answer carries RateLimit-Policy."
+            ),
+            Self::LimitReq => format!(
+                "nginx's limit_req as it comes: rate={quota:.0}r/s, no burst, a leaky bucket. Over the \
+                 rate it answers 429 at once, with Retry-After: 1 alone. nginx counts whole \
+                 milliseconds: a request 1 ms after the last one admitted is refused, so it admits at \
+                 most {:.0} requests/s ({:.0} % of the quota).",
+                LimitReq::new(quota).most_per_second(),
+                LimitReq::new(quota).most_per_second() / quota * 100.0,
+            ),
+        }
+    }
+}
+
+/// One simulation: a row's callers against one server.
+struct Job<'a> {
+    server: Server,
+    row: &'a Row,
+}
+
+/// What one row's callers got from one server.
+struct Line<'a> {
+    server: Server,
+    row: &'a Row,
+    figures: Figures,
+}
+
+/// Runs every row against every server, prints the table and draws `herd-ratelimit.svg` into
+/// `args.out`.
 pub(crate) fn run(args: &Args) {
     let scenario = Scenario {
         callers: args.clients,
@@ -121,41 +180,71 @@ pub(crate) fn run(args: &Args) {
     let offered = scenario.callers as f64 / PERIOD.as_secs_f64();
     println!(
         "Rate limit: {} callers in one process, each sending a new request every {} s for {} s \
-         ({offered:.0} requests/s), against a quota of {:.0} requests/s (a token bucket {:.0} deep, \
-         full at t = 0); seed {}.",
+         ({offered:.0} requests/s), against a quota of {:.0} requests/s kept by two servers in turn; \
+         seed {}.",
         scenario.callers,
         PERIOD.as_secs(),
         SEND_FOR.as_secs(),
         scenario.quota,
-        scenario.quota,
         scenario.seed,
     );
     println!(
-        "Over the quota the server answers 429 at once, with Retry-After and RateLimit. Every caller \
-         goes through one policy. Virtual time; rows run {} at a time.\n",
+        "Every caller goes through one policy. Virtual time; rows run {} at a time.\n",
         args.threads,
     );
     if scenario.peer_rng {
         println!("reqwest-retry's jitter: the crate's own rand::rng(), different in every run.\n");
     }
     let rows = rows();
-    let mut done = Vec::new();
-    print_header();
-    let simulate = |runtime: &Runtime, row: &Row| runtime.block_on(simulate(row, &scenario));
-    run_in_parallel(&rows, args.threads, simulate, |index, figures| {
-        print_row(rows[index].name, &figures, scenario.quota);
-        done.push((rows[index].name, figures));
-    });
-    print_notes(&done);
+    let lines = measure(&scenario, &rows, args.threads);
+    print!("{}", table(&scenario, &lines));
+    let token_bucket: Vec<(&str, &Figures)> = (lines.iter())
+        .filter(|line| line.server == Server::TokenBucket)
+        .map(|line| (line.row.name, &line.figures))
+        .collect();
     chart::draw_or_complain(
         &args.out.join("herd-ratelimit.svg"),
         &format!(
             "{} callers in one process, {offered:.0} new requests/s against a quota of {:.0}/s",
             scenario.callers, scenario.quota
         ),
-        &done,
+        &token_bucket,
         scenario.quota * SLOT.as_secs_f64(),
     );
+}
+
+/// Simulates every row against every server on `threads` threads: one line per server and row, the
+/// servers in order and the rows in order within each.
+fn measure<'a>(scenario: &Scenario, rows: &'a [Row], threads: usize) -> Vec<Line<'a>> {
+    let jobs: Vec<Job> = (SERVERS.iter())
+        .flat_map(|&server| rows.iter().map(move |row| Job { server, row }))
+        .collect();
+    let mut lines = Vec::with_capacity(jobs.len());
+    let simulate = |runtime: &Runtime, job: &Job| runtime.block_on(simulate(job, scenario));
+    run_in_parallel(&jobs, threads, simulate, |index, figures| {
+        let Job { server, row } = jobs[index];
+        lines.push(Line {
+            server,
+            row,
+            figures,
+        });
+    });
+    lines
+}
+
+/// The table: per server, its heading, then its rows and their notes.
+fn table(scenario: &Scenario, lines: &[Line<'_>]) -> String {
+    let parts: Vec<String> = (SERVERS.iter())
+        .map(|&server| {
+            let rows: Vec<(&str, &Figures)> = (lines.iter())
+                .filter(|line| line.server == server)
+                .map(|line| (line.row.name, &line.figures))
+                .collect();
+            let heading = server.heading(scenario.quota);
+            format!("{heading}\n{}", figures::table(&rows, scenario.quota))
+        })
+        .collect();
+    parts.join("\n")
 }
 
 /// When each call is made, sorted: every caller sends every `PERIOD` for `SEND_FOR`, from a phase of
@@ -175,9 +264,14 @@ fn arrivals(scenario: &Scenario) -> Vec<Duration> {
 }
 
 /// Runs one row's calls against a fresh server, in virtual time.
-async fn simulate(row: &Row, scenario: &Scenario) -> Figures {
-    let server = TokenBucket::new(scenario.quota, scenario.quota);
-    simulate_against(server, row, scenario).await
+async fn simulate(job: &Job<'_>, scenario: &Scenario) -> Figures {
+    let quota = scenario.quota;
+    match job.server {
+        Server::TokenBucket => {
+            simulate_against(TokenBucket::new(quota, quota), job.row, scenario).await
+        }
+        Server::LimitReq => simulate_against(LimitReq::new(quota), job.row, scenario).await,
+    }
 }
 
 /// Runs one row's calls against `server`, in virtual time.

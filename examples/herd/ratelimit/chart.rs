@@ -11,7 +11,7 @@ use super::{Figures, SEND_FOR, SLOT};
 pub(crate) fn draw_or_complain(
     path: &Path,
     title: &str,
-    rows: &[(&str, Figures)],
+    rows: &[(&str, &Figures)],
     quota_per_slot: f64,
 ) {
     match draw(path, title, rows, quota_per_slot) {
@@ -31,7 +31,7 @@ const COLORS: [RGBColor; 4] = [
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// Two panels over one time axis: `429`s per slot above, `200`s per slot and the quota below.
-fn draw(path: &Path, title: &str, rows: &[(&str, Figures)], quota_per_slot: f64) -> Result<()> {
+fn draw(path: &Path, title: &str, rows: &[(&str, &Figures)], quota_per_slot: f64) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -69,7 +69,7 @@ impl Panel {
     fn draw(
         &self,
         area: &DrawingArea<SVGBackend<'_>, Shift>,
-        rows: &[(&str, Figures)],
+        rows: &[(&str, &Figures)],
         end: Duration,
     ) -> Result<()> {
         let end = end.as_secs_f64();
