@@ -50,6 +50,7 @@ use tower::{Layer, ServiceExt};
 use crate::args::Args;
 use crate::peers::{Peer, PeerClient};
 use crate::sim::{Model, Network, SimulatedServer, run_in_parallel, stream};
+use chart::Column;
 use figures::{Answers, Call, Figures, Outcome};
 use limit_req::LimitReq;
 use token_bucket::TokenBucket;
@@ -136,6 +137,14 @@ enum Server {
 }
 
 impl Server {
+    /// The server in a few words: the title of its column of the chart.
+    fn title(self) -> &'static str {
+        match self {
+            Self::TokenBucket => "a token bucket, with RateLimit headers",
+            Self::LimitReq => "nginx's limit_req without burst, Retry-After: 1 alone",
+        }
+    }
+
     /// The heading of the server's part of the table.
     fn heading(self, quota: f64) -> String {
         match self {
@@ -198,9 +207,30 @@ pub(crate) fn run(args: &Args) {
     let rows = rows();
     let lines = measure(&scenario, &rows, args.threads);
     print!("{}", table(&scenario, &lines));
-    let token_bucket: Vec<(&str, &Figures)> = (lines.iter())
-        .filter(|line| line.server == Server::TokenBucket)
-        .map(|line| (line.row.name, &line.figures))
+    let per_slot = |per_second: f64| per_second * SLOT.as_secs_f64();
+    let quota = (
+        format!("quota ({:.0} per 100 ms)", per_slot(scenario.quota)),
+        per_slot(scenario.quota),
+    );
+    let columns: Vec<Column> = (SERVERS.iter())
+        .map(|&server| {
+            let mut levels = vec![quota.clone()];
+            if server == Server::LimitReq {
+                let most = per_slot(LimitReq::new(scenario.quota).most_per_second());
+                levels.push((
+                    format!("the most nginx admits ({most:.0} per 100 ms)"),
+                    most,
+                ));
+            }
+            Column {
+                heading: server.title().into(),
+                rows: (lines.iter())
+                    .filter(|line| line.server == server)
+                    .map(|line| (line.row.name, &line.figures))
+                    .collect(),
+                levels,
+            }
+        })
         .collect();
     chart::draw_or_complain(
         &args.out.join("herd-ratelimit.svg"),
@@ -208,8 +238,7 @@ pub(crate) fn run(args: &Args) {
             "{} callers in one process, {offered:.0} new requests/s against a quota of {:.0}/s",
             scenario.callers, scenario.quota
         ),
-        &token_bucket,
-        scenario.quota * SLOT.as_secs_f64(),
+        &columns,
     );
 }
 
