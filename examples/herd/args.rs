@@ -19,11 +19,11 @@ pub(crate) const USAGE: &str =
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
   --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's
-                     defaults in the herd), ratelimit (new requests against a rate-limited
-                     server), metastable (a FIFO server at 70 % load loses half its capacity
-                     for 5 s), tail (1 % of attempts take 1 s, and hedging), outages (a backend
-                     restarting behind a reverse proxy, which answers 502 for 0.5 to 5 s), or
-                     all (default)
+                     defaults in the herd), ratelimit (new requests against a quota kept by
+                     a token bucket, then by nginx's limit_req), metastable (a FIFO server at
+                     70 % load loses half its capacity for 5 s), tail (1 % of attempts take
+                     1 s, and hedging), outages (a backend restarting behind a reverse proxy,
+                     which answers 502 for 0.5 to 5 s), or all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run

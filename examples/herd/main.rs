@@ -24,12 +24,14 @@
 //! written to `target/herd/` (under `CARGO_TARGET_DIR` if it is set) or to the directory given with
 //! `--out`, which is created if need be. The README's charts are made with `--out docs`.
 //!
-//! A third scenario has no outage but a quota (`ratelimit.rs`): a server that admits 800 requests/s and
-//! refuses the rest with `429`, `Retry-After` and `RateLimit`, and 1000 callers in one process that
-//! keep sending 1000 new requests/s through one policy. Its rows are stagger's defaults, the same with
-//! `host_cooldown(true)`, reqwest-retry's defaults driven by its own crate, and no retries; its table
-//! gives the `429`s the server sent, the `200`s per second, latency and failures, and its chart,
-//! `herd-ratelimit.svg`, the `429`s and `200`s per 100 ms.
+//! A third scenario has no outage but a quota (`ratelimit.rs`): a server that admits 800
+//! requests/s, 1000 callers in one process that keep sending 1000 new requests/s through one
+//! policy. The quota is kept by a token bucket that refuses the rest with `429`, `Retry-After` and
+//! `RateLimit`, then by nginx's `limit_req` without burst, which refuses with `429` and
+//! `Retry-After: 1` alone. Its rows are stagger's defaults, the same with `host_cooldown(true)`,
+//! reqwest-retry's defaults driven by its own crate, and no retries; its table gives the `429`s the
+//! server sent, the `200`s per second, latency and failures, and its chart, `herd-ratelimit.svg`,
+//! the `429`s and `200`s per 100 ms of each server.
 //!
 //! After the two outage herds, a third table runs the classic herd with each library's defaults: the
 //! peers (reqwest-retry 0.9, tower 0.5's backoff, backon 1), their delays computed by their own crates

@@ -69,24 +69,37 @@ impl ReqwestRetry {
 }
 
 /// The crate's delay before retry `n_past_retries + 1` without jitter, to the nearest millisecond.
+///
+/// The crate adds its delay to its own `SystemTime::now()`, so the delay is read back against the wall
+/// clock, read just before and just after the call: the delay is between `execute_after` less the
+/// second reading and `execute_after` less the first. The crate's delays are whole seconds, so the
+/// middle of that window, rounded, is the delay while the window is well under a millisecond; when it
+/// is not (the thread was held up between the readings, as happens on a loaded machine), the call is
+/// made again. Reading the clock once, after the call, made the delay a millisecond short whenever the
+/// thread was held up for half of one, and the figures of a seed depend on the load.
 fn unjittered(
     policy: &ExponentialBackoff,
     start_time: SystemTime,
     n_past_retries: u32,
 ) -> Option<Duration> {
+    /// The widest window read as one delay: a quarter of the millisecond it is rounded to.
+    const TIGHT: Duration = Duration::from_micros(250);
     let mut unjittered = *policy;
     unjittered.jitter = Jitter::None;
-    match unjittered.should_retry(start_time, n_past_retries) {
-        RetryDecision::Retry { execute_after } => {
-            // The crate's `now()` and ours are a few hundred nanoseconds apart; its delays are whole
-            // seconds, so the nearest millisecond is the delay.
-            let left = execute_after
-                .duration_since(SystemTime::now())
-                .unwrap_or_default();
-            let millis = (left.as_nanos() + 500_000) / 1_000_000;
-            Some(Duration::from_millis(millis as u64))
+    loop {
+        let before = SystemTime::now();
+        let decision = unjittered.should_retry(start_time, n_past_retries);
+        let after = SystemTime::now();
+        let RetryDecision::Retry { execute_after } = decision else {
+            return None;
+        };
+        let window = after.duration_since(before).unwrap_or(Duration::MAX);
+        if window < TIGHT {
+            let shortest = execute_after.duration_since(after).unwrap_or_default();
+            let middle = shortest + window / 2;
+            let millis = (middle.as_nanos() + 500_000) / 1_000_000;
+            return Some(Duration::from_millis(millis as u64));
         }
-        RetryDecision::DoNotRetry => None,
     }
 }
 

@@ -9,6 +9,32 @@ use stagger::RetryInfo;
 use super::{SEND_FOR, SLOT};
 use crate::peers::Ended;
 
+/// What a server answered, counted per [`SLOT`] since the start.
+#[derive(Default)]
+pub(super) struct Answers {
+    /// `200`s per slot.
+    served: Vec<u32>,
+    /// `429`s per slot.
+    refused: Vec<u32>,
+}
+
+impl Answers {
+    /// Counts an answer sent `now`: a `200` if `served`, else a `429`.
+    pub(super) fn count(&mut self, now: Duration, served: bool) {
+        let slot = (now.as_nanos() / SLOT.as_nanos()) as usize;
+        if self.served.len() <= slot {
+            self.served.resize(slot + 1, 0);
+            self.refused.resize(slot + 1, 0);
+        }
+        let counts = if served {
+            &mut self.served
+        } else {
+            &mut self.refused
+        };
+        counts[slot] += 1;
+    }
+}
+
 /// How one call ended, and when.
 pub(super) struct Call {
     /// Time from the caller's send to the call's final response (or error).
@@ -75,7 +101,8 @@ pub(super) struct Figures {
 }
 
 impl Figures {
-    pub(super) fn new(served: Vec<u32>, refused: Vec<u32>, calls: &[Call]) -> Self {
+    pub(super) fn new(answers: Answers, calls: &[Call]) -> Self {
+        let Answers { served, refused } = answers;
         let successes = calls.iter().filter(|c| c.outcome.ok);
         let mut latencies: Vec<_> = successes.map(|c| c.took).collect();
         latencies.sort_unstable();
@@ -127,23 +154,33 @@ impl Figures {
     }
 }
 
-pub(super) fn print_header() {
+/// The table of one server's rows: the header, a line per row, a blank line, and a note per row that
+/// failed calls or held them.
+pub(super) fn table(rows: &[(&str, &Figures)], quota: f64) -> String {
+    let mut text = header();
+    for (name, figures) in rows {
+        text += &row(name, figures, quota);
+    }
+    text + "\n" + &notes(rows)
+}
+
+fn header() -> String {
     let columns = [
         "offered", "attempts", "429s", "200/s", "of quota", "p50 ms", "p99 ms",
     ];
     let [offered, attempts, refusals, goodput, share, p50, p99] = columns;
-    println!(
+    format!(
         "{:<30} {offered:>7} {attempts:>8} {refusals:>7} {goodput:>6} {share:>8} {p50:>7} {p99:>7} \
-         {:>7} {:>10}",
+         {:>7} {:>10}\n",
         "row", "failed", "tries/call"
-    );
+    )
 }
 
-pub(super) fn print_row(name: &str, figures: &Figures, quota: f64) {
+fn row(name: &str, figures: &Figures, quota: f64) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let goodput = figures.goodput();
-    println!(
-        "{:<30} {:>7} {:>8} {:>7} {:>6.0} {:>7.0}% {:>7.0} {:>7.0} {:>7} {:>10.2}",
+    format!(
+        "{:<30} {:>7} {:>8} {:>7} {:>6.0} {:>7.0}% {:>7.0} {:>7.0} {:>7} {:>10.2}\n",
         name,
         figures.offered,
         figures.attempts(),
@@ -154,12 +191,12 @@ pub(super) fn print_row(name: &str, figures: &Figures, quota: f64) {
         ms(figures.latency(99.0)),
         figures.failed(),
         figures.attempts() as f64 / figures.offered as f64,
-    );
+    )
 }
 
 /// Why the failed calls stopped, and how long the calls a host's pause held waited.
-pub(super) fn print_notes(rows: &[(&str, Figures)]) {
-    println!();
+fn notes(rows: &[(&str, &Figures)]) -> String {
+    let mut text = String::new();
     for (name, figures) in rows {
         let mut notes = Vec::new();
         if figures.failed() > 0 {
@@ -176,7 +213,8 @@ pub(super) fn print_notes(rows: &[(&str, Figures)]) {
             ));
         }
         if !notes.is_empty() {
-            println!("{name}: {}", notes.join("; "));
+            text += &format!("{name}: {}\n", notes.join("; "));
         }
     }
+    text
 }

@@ -1,11 +1,13 @@
-//! The rate-limited server: a token bucket that refuses with `429` and the headers a rate limiter sends.
+//! The first rate-limited server: a token bucket that refuses with `429` and the headers a rate limiter
+//! sends.
 
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
-use super::SLOT;
+use super::RateLimiter;
+use super::figures::Answers;
 use crate::sim::Model;
 
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -19,7 +21,7 @@ const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy")
 /// seconds until the bucket is full>` on a `200`. A `429` says when enough tokens for one request will
 /// be back, in whole seconds and at least 1, twice: `Retry-After: <n>` and `RateLimit:
 /// "default";r=0;t=<n>`.
-pub(crate) struct Limiter {
+pub(crate) struct TokenBucket {
     /// Tokens earned per second.
     quota: f64,
     depth: f64,
@@ -27,10 +29,7 @@ pub(crate) struct Limiter {
     refilled: Duration,
     /// `"default";q=<quota>;w=1`, the same on every answer.
     policy: HeaderValue,
-    /// `200`s sent per [`SLOT`] since the start.
-    pub(crate) served: Vec<u32>,
-    /// `429`s sent per [`SLOT`] since the start.
-    pub(crate) refused: Vec<u32>,
+    answers: Answers,
 }
 
 /// What the limiter answers one request.
@@ -50,7 +49,7 @@ pub(crate) enum Answer {
     },
 }
 
-impl Limiter {
+impl TokenBucket {
     pub(crate) fn new(quota: f64, depth: f64) -> Self {
         let policy = format!("\"default\";q={quota:.0};w=1");
         Self {
@@ -59,35 +58,29 @@ impl Limiter {
             tokens: depth,
             refilled: Duration::ZERO,
             policy: HeaderValue::from_str(&policy).expect("a valid header value"),
-            served: Vec::new(),
-            refused: Vec::new(),
+            answers: Answers::default(),
         }
     }
 }
 
-impl Model for Limiter {
+impl Model for TokenBucket {
     type Answer = Answer;
 
     fn answer(&mut self, now: Duration) -> Answer {
-        let slot = (now.as_nanos() / SLOT.as_nanos()) as usize;
-        if self.served.len() <= slot {
-            self.served.resize(slot + 1, 0);
-            self.refused.resize(slot + 1, 0);
-        }
         let earned = now.saturating_sub(self.refilled).as_secs_f64() * self.quota;
         self.tokens = (self.tokens + earned).min(self.depth);
         self.refilled = self.refilled.max(now);
         let policy = self.policy.clone();
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
-            self.served[slot] += 1;
+            self.answers.count(now, true);
             Answer::Served {
                 remaining: self.tokens.floor() as u64,
                 full_in: ((self.depth - self.tokens) / self.quota).ceil() as u64,
                 policy,
             }
         } else {
-            self.refused[slot] += 1;
+            self.answers.count(now, false);
             let retry_after = ((1.0 - self.tokens) / self.quota).ceil().max(1.0) as u64;
             Answer::Refused {
                 retry_after,
@@ -123,5 +116,11 @@ impl Model for Limiter {
         );
         headers.insert(RATELIMIT_POLICY, policy);
         response
+    }
+}
+
+impl RateLimiter for TokenBucket {
+    fn answers(&mut self) -> &mut Answers {
+        &mut self.answers
     }
 }
