@@ -16,7 +16,7 @@
 //!    more than the host admits queues here instead of being refused there. A refusal no longer holds
 //!    the host (the request refused waits out its own delay, as any retry): it sends the pace back at
 //!    once to the fastest one known good (or 5 % slower), and two rounds without one while requests
-//!    queue try a pace halfway down to the slowest known refused, until the two are within 2 %. A host
+//!    queue try a pace halfway down to the slowest known refused, until the two are within 3 %. A host
 //!    that has refused nothing for ten seconds and has no request queued leaves the table. When the
 //!    host states its rate (`RateLimit-Policy`), that is the pace from the first refusal, with no
 //!    probe; only a wait of more than ten seconds (a fixed window's reset) holds a host already paced.
@@ -64,11 +64,11 @@ const TIMER_TICK: Duration = Duration::from_millis(1);
 const QUIET: Duration = Duration::from_secs(10);
 
 /// The shortest round over which a pace is judged.
-const MIN_ROUND: Duration = Duration::from_secs(1);
+const MIN_ROUND: Duration = Duration::from_millis(500);
 
 /// The search for a faster pace stops once the pace is within this factor of the slowest refused:
 /// each step below the host's rate costs a refusal, and a request's turn.
-const BISECT_UNTIL: f64 = 1.02;
+const BISECT_UNTIL: f64 = 1.03;
 
 /// Gaps between accepted requests measured while probing before the pace is set.
 const PROBE_GAPS: u32 = 2;
@@ -131,11 +131,21 @@ pub(crate) struct Pause {
     pub(crate) asked: Duration,
 }
 
-/// A request's place in a host's queue.
+/// A request's place in a host's queue, and then the pace it went at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
+    /// The pacer it was given by: a ticket of an earlier one means nothing to a later one.
     pacer: u64,
-    position: u64,
+    stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for this position to come.
+    Waiting(u64),
+    /// Let go from this position while the pace was at this generation: its answer judges that pace,
+    /// and no other; if it is refused, its retry keeps the position, ahead of those who came later.
+    Sent { generation: u32, position: u64 },
 }
 
 /// When a request to a host may go.
@@ -206,6 +216,9 @@ struct Pacer {
     /// Which pacer a [`Ticket`] was taken from: a ticket of an earlier one means nothing here.
     id: u64,
     pace: Duration,
+    /// Counts the changes of pace, so that an answer judges only the pace its request went at: with a
+    /// round trip longer than the pace, refusals of the old pace come in after a change.
+    generation: u32,
     /// Position `anchor.1` goes at `anchor.0`, and each later one a pace after the one before, so
     /// that a change of pace moves every request still waiting.
     anchor: (Instant, u64),
@@ -213,23 +226,53 @@ struct Pacer {
     next: u64,
     /// When the last request went, as the pace reckons it: the next goes a pace later at the
     /// earliest, whatever the positions say (a waiter asleep since before a change of pace goes at
-    /// its old time). A request that goes up to a timer tick late, as timers do, moves it by one pace,
-    /// not to the time it went, so that the rate is the pace's, not a tick slower.
+    /// its old time). At a pace under 20 ms, a request that goes up to a timer tick late, as timers
+    /// do, moves it by one pace, not to the time it went, so that the rate is the pace's, not a tick
+    /// slower.
     last_release: Option<Instant>,
-    /// The slowest pace known to be refused.
+    /// The slowest pace known to be refused too often, or, before any was, where the search for a
+    /// faster pace stops for now.
     refused_at: Option<Duration>,
-    /// The fastest pace a round with requests queued went through without a refusal.
+    /// Whether `refused_at` was refused, or is a guess that a good round moves further down.
+    refusal_seen: bool,
+    /// The fastest pace rounds with requests queued went through refused no more than tolerated.
     good: Option<Duration>,
-    /// When the pace was set: a refusal answered within one pace of it was sent before.
-    since: Instant,
     round: Round,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Round {
     start: Instant,
-    /// Rounds in a row without a refusal, requests queued, at this pace.
-    clean: u32,
+    /// Requests let go in this round.
+    in_round: u32,
+    /// Requests let go since the pace was set.
+    released: u32,
+    /// Refusals since the pace was set, of requests let go at it.
+    refused: u32,
+}
+
+impl Round {
+    fn new(start: Instant) -> Self {
+        Self {
+            start,
+            in_round: 0,
+            released: 0,
+            refused: 0,
+        }
+    }
+
+    /// The refusals a round at a good pace may see: one in twenty of what it let go. A pace that
+    /// gets nothing refused at all is, against a limiter whose interval is close to the network's
+    /// jitter (two requests sent an interval apart arrive closer), far slower than the limiter.
+    fn tolerated(&self) -> u32 {
+        self.released / 20
+    }
+
+    /// Refused so often that the pace is too fast: more than tolerated, and more than one (a round of
+    /// a few requests may lose one to the network's jitter).
+    fn too_fast(&self) -> bool {
+        self.refused > self.tolerated().max(1)
+    }
 }
 
 impl Entry {
@@ -310,11 +353,12 @@ impl Probe {
         }
     }
 
-    /// The pacer this probe's measure makes, at `now`: `pace` apart from the last accept on, speeding
-    /// up no further than the largest gap refused.
+    /// The pacer this probe's measure makes, at `now`: `pace` apart from the last accept on.
     fn pacer(&self, pace: Duration, now: Instant) -> Pacer {
         let first = self.last_accept.map_or(now, |last| (last + pace).max(now));
-        let refused_at = self.largest_refused.filter(|&refused| refused < pace);
+        // The gap measured is the host's interval plus the wait for the next request after it: the
+        // search starts 5 % below, and goes further down while it meets no refusal.
+        let refused_at = Some(pace.mul_f64(0.95));
         Pacer::new(pace, now, first, refused_at)
     }
 
@@ -341,41 +385,58 @@ impl Pacer {
         Self {
             id: PACERS.fetch_add(1, Ordering::Relaxed),
             pace: pace.max(Duration::from_micros(1)),
+            generation: 0,
             anchor: (first, 0),
             next: 0,
             last_release: None,
             refused_at,
+            refusal_seen: false,
             good: None,
-            since: now,
-            round: Round {
-                start: now,
-                clean: 0,
-            },
+            round: Round::new(now),
         }
     }
 
-    /// A refusal answered at `now`: unless the request went before the pace was set, the pace is too
-    /// fast. Back at once to the fastest pace known good, or 5 % slower without one.
-    fn refused(&mut self, now: Instant) {
-        if now < self.since + self.pace {
+    /// A refusal, at `now`, of a request `sent` at this pace (an answer to one sent at another is not
+    /// this pace's). Refusals are judged when the round ends; so many that a round at this pace
+    /// cannot be good send the pace back at once.
+    fn refused(&mut self, now: Instant, sent: Option<Ticket>) {
+        if !self.sent_at_this_pace(sent) {
             return;
         }
-        let refused = self.refused_at.map_or(self.pace, |p| p.max(self.pace));
+        self.round.refused += 1;
+        let round = &self.round;
+        // A step of the search below a good pace pays one refusal to learn it is too fast, not two.
+        let trying = self.good.is_some_and(|good| self.pace < good);
+        if trying || round.too_fast() && round.refused * 4 > round.released {
+            self.too_fast(now);
+        }
+    }
+
+    /// Whether `sent` went at the present pace.
+    fn sent_at_this_pace(&self, sent: Option<Ticket>) -> bool {
+        sent.is_some_and(|ticket| {
+            ticket.pacer == self.id
+                && matches!(ticket.stage, Stage::Sent { generation, .. } if generation == self.generation)
+        })
+    }
+
+    /// Back to the fastest pace known good, or 5 % slower without one.
+    fn too_fast(&mut self, now: Instant) {
+        let refused = match self.refused_at {
+            Some(earlier) if self.refusal_seen => earlier.max(self.pace),
+            _ => self.pace,
+        };
         self.refused_at = Some(refused);
+        self.refusal_seen = true;
         let back = match self.good {
             Some(good) if good > refused => good,
             _ => self.pace.mul_f64(1.05),
         };
         self.respace(back, now, now);
-        self.since = now;
-        self.round = Round {
-            start: now,
-            clean: 0,
-        };
     }
 
     fn round_length(&self) -> Duration {
-        (self.pace * 8).max(MIN_ROUND)
+        (self.pace * 4).max(MIN_ROUND)
     }
 
     /// When `position` goes.
@@ -402,8 +463,8 @@ impl Pacer {
         (position, at)
     }
 
-    /// Spaces the positions not yet due at `now` by `pace`, none of them before `earliest`; those
-    /// already due keep their time.
+    /// Sets the pace to `pace` at `now`, spacing by it the positions not yet due, none of them
+    /// before `earliest` (those already due keep their time), and starts a round of it.
     fn respace(&mut self, pace: Duration, now: Instant, earliest: Instant) {
         let pace = pace.max(Duration::from_micros(1));
         let due = now.saturating_duration_since(self.anchor.0).as_nanos();
@@ -417,32 +478,46 @@ impl Pacer {
             None => self.time_of(first),
         };
         self.anchor = (at.max(earliest), first);
-        self.pace = pace;
+        if pace != self.pace {
+            self.pace = pace;
+            self.generation = self.generation.wrapping_add(1);
+            self.round = Round::new(now);
+        }
     }
 
-    /// Ends the round if it has lasted its length without a refusal. After two such rounds in a row
-    /// with requests queued (every waiter has looked at its place again by the second: see `admit`),
-    /// the pace is good, and when it is more than 2 % above the slowest pace known refused, the next
-    /// is halfway between: a search that costs one refusal for each step below the host's rate. A
-    /// pace with no refusal known below it (a stated rate) stays.
+    /// Ends the round if it has lasted its length. Refused more than it tolerates since the pace was
+    /// set: too fast. Within the tolerance, and with at least three quarters of the requests the pace
+    /// lets go in a round
+    /// (the queue kept it busy, and the waiters asleep since before the change looked again: see
+    /// `admit`), the pace is good, and when it is more than 2 % above the slowest pace known too fast,
+    /// the next is halfway between: a search that costs a few refusals for each step below the host's
+    /// rate. A pace with nothing known too fast below it (a stated rate) stays.
     fn judge_round(&mut self, now: Instant) {
         if now < self.round.start + self.round_length() {
             return;
         }
-        if self.tail() > now {
-            self.round.clean += 1;
-            if self.round.clean >= 2 {
-                self.good = Some(self.good.map_or(self.pace, |good| good.min(self.pace)));
-                if let Some(refused) = self.refused_at
-                    && self.pace > refused.mul_f64(BISECT_UNTIL)
-                {
+        if self.round.too_fast() {
+            self.too_fast(now);
+            return;
+        }
+        let full = self.round_length().as_nanos() / self.pace.as_nanos().max(1);
+        let in_round = std::mem::take(&mut self.round.in_round);
+        let busy = u128::from(in_round) * 4 >= full * 3;
+        let good = busy && self.round.refused <= self.round.tolerated();
+        self.round.start = now;
+        if good {
+            self.good = Some(self.good.map_or(self.pace, |good| good.min(self.pace)));
+            if let Some(refused) = self.refused_at {
+                if self.pace > refused.mul_f64(BISECT_UNTIL) {
                     self.respace((self.pace + refused) / 2, now, now);
-                    self.since = now;
-                    self.round.clean = 0;
+                } else if !self.refusal_seen {
+                    // The guess was too cautious: 5 % further down.
+                    let guess = self.pace.mul_f64(0.95);
+                    self.refused_at = Some(guess);
+                    self.respace((self.pace + guess) / 2, now, now);
                 }
             }
         }
-        self.round.start = now;
     }
 }
 
@@ -473,8 +548,9 @@ impl Cooldowns {
         self.armed.load(Ordering::Acquire)
     }
 
-    /// Records what `host` answered at `now`.
-    pub(crate) fn observe(&self, host: Host, signal: Signal, now: Instant) {
+    /// Records what `host` answered at `now` to a request that went with `sent` (the ticket its
+    /// admission left, if the host was paced).
+    pub(crate) fn observe(&self, host: Host, signal: Signal, now: Instant, sent: Option<Ticket>) {
         if signal == Signal::Nothing {
             return;
         }
@@ -529,7 +605,7 @@ impl Cooldowns {
                         }
                     }
                     Phase::Paced(pacer) => {
-                        pacer.refused(now);
+                        pacer.refused(now, sent);
                         if let Some(pace) = pace.filter(|&pace| pace > pacer.pace) {
                             pacer.respace(pace, now, now);
                         }
@@ -602,21 +678,58 @@ impl Cooldowns {
                 if let Some(last) = pacer.last_release {
                     earliest = earliest.max(last + pacer.pace);
                 }
-                let (position, at) = match given.filter(|given| given.pacer == pacer.id) {
-                    Some(given) => (given.position, pacer.time_of(given.position).max(earliest)),
+                let waiting =
+                    given
+                        .filter(|given| given.pacer == pacer.id)
+                        .map(|given| match given.stage {
+                            Stage::Waiting(position) | Stage::Sent { position, .. } => position,
+                        });
+                let (position, at) = match waiting {
+                    // Overdue: passed over while it slept, or refused and back for its retry. It
+                    // goes at the next turn, and the queue behind it one turn later.
+                    Some(position) if position < pacer.anchor.1 => {
+                        pacer.anchor.0 = pacer.anchor.0.max(earliest + pacer.pace);
+                        (position, earliest)
+                    }
+                    Some(position) => (position, pacer.time_of(position).max(earliest)),
                     None => pacer.take(earliest),
                 };
                 if at <= now {
-                    let late = now.checked_sub(TIMER_TICK).unwrap_or(now);
-                    pacer.last_release = Some(match pacer.last_release {
+                    pacer.round.released += 1;
+                    pacer.round.in_round += 1;
+                    *ticket = Some(Ticket {
+                        pacer: pacer.id,
+                        stage: Stage::Sent {
+                            generation: pacer.generation,
+                            position,
+                        },
+                    });
+                    // A tick of lateness is made up only where it matters to the rate: at 200 ms
+                    // a tick is half a percent, and making it up would send requests a tick closer
+                    // than the pace to a limiter that counts in milliseconds.
+                    let tick = if pacer.pace < TIMER_TICK * 20 {
+                        TIMER_TICK
+                    } else {
+                        Duration::ZERO
+                    };
+                    let late = now.checked_sub(tick).unwrap_or(now);
+                    let released = match pacer.last_release {
                         Some(last) => (last + pacer.pace).max(late),
                         None => now,
-                    });
+                    };
+                    pacer.last_release = Some(released);
+                    // The places after this one are counted from when it went, not from when it
+                    // was due: a request that goes late (a timer's tick, a waiter asleep since a
+                    // change of pace) would otherwise leave the places after it due together, and
+                    // their waiters racing for each turn in no order.
+                    if position >= pacer.anchor.1 {
+                        pacer.anchor = (released, position);
+                    }
                     Admission::Go
                 } else {
                     *ticket = Some(Ticket {
                         pacer: pacer.id,
-                        position,
+                        stage: Stage::Waiting(position),
                     });
                     // No longer than a round before looking again: a pace that speeds up moves the
                     // place forward, which a waiter asleep until its old time would miss.

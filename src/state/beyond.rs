@@ -95,8 +95,11 @@ impl RetryState {
         let mut slot = self.delays.as_ref().and_then(|d| d.slot);
         let admission = cooldowns.admit(host, now, &mut slot);
         if admission == Admission::Go {
-            if let Some(delays) = &mut self.delays {
-                delays.slot = None;
+            // The ticket the request goes with, to be shown with its answer; none off the pace.
+            match (&mut self.delays, slot) {
+                (Some(delays), slot) => delays.slot = slot,
+                (None, Some(sent)) => Schedules::of(&mut self.delays, s).slot = Some(sent),
+                (None, None) => {}
             }
             return Ok(None);
         }
@@ -207,7 +210,8 @@ impl RetryState {
         // The host's name is hashed once for both.
         let host = request.and_then(Host::of);
         if let (Some(cooldowns), Some(host)) = (cooldown, host) {
-            cooldowns.observe(host, attempt.signal, Instant::now());
+            let sent = self.delays.as_ref().and_then(|d| d.slot);
+            cooldowns.observe(host, attempt.signal, Instant::now(), sent);
         }
         if let Some(throttles) = accepted {
             throttles.of(host).accepted(Instant::now());

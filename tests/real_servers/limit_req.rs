@@ -1,9 +1,9 @@
 //! nginx's rate limiting: `limit_req` at 5 requests/s per client address, answering the excess at once
 //! with `429` and `Retry-After: 1`. 50 callers through one client with the default policy, each sending
-//! one GET after another for 20 s, with and without `host_cooldown(true)`, against nginx's default (no
+//! one GET after another for 60 s, with and without `host_cooldown(true)`, against nginx's default (no
 //! burst: one request per 200 ms) and `burst=5 nodelay`.
 //!
-//! The 8 runs (2 configurations × cooldown on and off × 2 adapters) take 20 s and the calls in flight
+//! The 8 runs (2 configurations × cooldown on and off × 2 adapters) take 60 s and the calls in flight
 //! then, so they run once, at the same time, each against an nginx of its own (its own zone), and the
 //! tests below read their figures.
 
@@ -22,9 +22,11 @@ use super::skip::{Need, ready};
 /// nginx's rate: 5 requests/s.
 const QUOTA: f64 = 5.0;
 const CALLERS: usize = 50;
-/// How long the callers send: long enough that the second the first `429` asks for, and the
-/// cooldown's measuring of the rate, are a small part of it.
-const SEND_FOR: Duration = Duration::from_secs(20);
+/// How long the callers send: long enough that the second the first `429` asks for (when no
+/// request may go), and the cooldown's measuring of the rate (its probe and its search, a few
+/// seconds, each step below nginx's rate costing a request's turn), are a small part of it: over
+/// 60 s, at most 296 of the 300 requests the quota allows get through.
+const SEND_FOR: Duration = Duration::from_secs(60);
 /// `Retry-After: 1`, less the 1 ms that two `$msec` stamps, each truncated to the millisecond, may
 /// take off a gap.
 const RETRY_AFTER_LESS_ROUNDING: Duration = ms(999);
