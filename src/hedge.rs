@@ -6,7 +6,8 @@
 //! dropped, which cancels it. A failure worth retrying that comes while the other attempt still runs is
 //! set aside (counted as an attempt made) and the race waits for the other; if that one fails too, its
 //! failure goes on to the retry logic as any attempt's would. At most two attempts of a call are in
-//! flight, and each attempt is hedged at most once.
+//! flight, and each attempt is hedged at most once. A hedge goes when the adapter can send it: through
+//! the tower layer, once a clone of the inner service is ready, if that happens while the race lasts.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,15 +28,35 @@ struct Race<F: ?Sized, C> {
     context: C,
     /// When to start the hedge.
     timer: Timer,
-    /// The timer is set for the attempt in flight.
-    armed: bool,
-    /// This attempt has been hedged (or could not be): no other hedge for it.
-    spent: bool,
+    /// Where the hedge of the attempt in flight is.
+    step: Step,
     /// The hedge in flight.
     running: Option<Pin<Box<F>>>,
     /// The first attempt failed and was set aside: only the hedge is left.
     first_done: bool,
 }
+
+/// Where the hedge of the attempt in flight is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The timer is not set yet.
+    Unarmed,
+    /// The timer runs.
+    Armed,
+    /// The delay has passed: the hedge goes as soon as the adapter can send it.
+    Due,
+    /// This attempt has been hedged, or will not be: no other hedge for it.
+    Spent,
+}
+
+/// What an adapter keeps in a race for its hedge.
+pub(crate) trait HedgeContext {
+    /// The hedge was sent, will not be, or the race is over: let go of what was kept for it alone
+    /// (a clone of the inner service waiting to be ready holds a place in the service's queue).
+    fn release(&mut self) {}
+}
+
+impl HedgeContext for () {}
 
 impl<F: ?Sized, C> Hedge<F, C> {
     /// A hedge for a call under `policy`: its race is allocated, with `context`, only if the policy
@@ -46,8 +67,7 @@ impl<F: ?Sized, C> Hedge<F, C> {
                 Box::new(Race {
                     context: context(),
                     timer: Timer::default(),
-                    armed: false,
-                    spent: false,
+                    step: Step::Unarmed,
                     running: None,
                     first_done: false,
                 })
@@ -67,7 +87,7 @@ impl<F: ?Sized, C> std::fmt::Debug for Hedge<F, C> {
     }
 }
 
-impl<F: Future + ?Sized, C> Hedge<F, C> {
+impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
     // `first` may be of another type than the hedge: the middleware's first attempt borrows the
     // request's extensions, a hedge owns a copy of them.
     /// Polls the attempt in flight, `first`, and its hedge if one runs, under the call's time limit;
@@ -111,14 +131,19 @@ impl<F: Future + ?Sized, C> Hedge<F, C> {
                     return Poll::Ready(race.end(call, output, loser_running));
                 }
             }
-            if !race.spent {
-                if !race.armed {
-                    race.timer.set(after(hedge_after));
-                    race.armed = true;
-                }
-                if race.timer.poll(cx).is_ready() {
-                    race.spent = true;
-                    if let Some(hedge) = racers.start(call, cx, &race.context) {
+            if race.step == Step::Unarmed {
+                race.timer.set(after(hedge_after));
+                race.step = Step::Armed;
+            }
+            if race.step == Step::Armed && race.timer.poll(cx).is_ready() {
+                race.step = Step::Due;
+            }
+            if race.step == Step::Due {
+                // Pending while the adapter cannot send it yet: it woke this task to try again.
+                if let Poll::Ready(started) = racers.start(call, cx, &mut race.context) {
+                    race.step = Step::Spent;
+                    race.context.release();
+                    if let Some(hedge) = started {
                         race.running = Some(hedge);
                         // Poll the new hedge at once, so that it registers its waker.
                         continue;
@@ -143,16 +168,18 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
     fn set_aside(&mut self, call: &mut Call<Res>, output: &F::Output) -> bool;
 
     /// The hedge's attempt, if the call's state lets one go (`RetryState::begin_hedge`) and a copy of
-    /// the request can be sent.
+    /// the request can be sent; `Ready(None)` if no hedge will go for this attempt. Pending while the
+    /// adapter cannot send it yet (the tower layer's inner service is not ready), having registered
+    /// the waker: the hedge is then neither counted nor paid for.
     fn start(
         &mut self,
         call: &mut Call<Res>,
         cx: &mut Context<'_>,
-        context: &C,
-    ) -> Option<Pin<Box<F>>>;
+        context: &mut C,
+    ) -> Poll<Option<Pin<Box<F>>>>;
 }
 
-impl<F: ?Sized, C> Race<F, C> {
+impl<F: ?Sized, C: HedgeContext> Race<F, C> {
     /// The race is over with `output`: the other attempt, if it still runs (`loser_running`), is
     /// dropped and counted as made, and the next attempt starts a race of its own.
     fn end<Res, T>(
@@ -171,8 +198,8 @@ impl<F: ?Sized, C> Race<F, C> {
 
     fn reset(&mut self) {
         self.running = None;
-        self.armed = false;
-        self.spent = false;
+        self.step = Step::Unarmed;
         self.first_done = false;
+        self.context.release();
     }
 }

@@ -322,3 +322,205 @@ mod race {
         );
     }
 }
+
+/// In virtual time, over an in-process service that answers each call as a script says and counts
+/// the calls in flight.
+mod scripted {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use http::{Request, Response};
+    use tower::service_fn;
+
+    use super::*;
+
+    /// How the backend answers one call: after `after`, with `status` and `headers`.
+    #[derive(Clone, Debug)]
+    pub struct Answer {
+        pub after: Duration,
+        pub status: u16,
+        pub headers: Vec<(&'static str, &'static str)>,
+    }
+
+    pub fn answer(after_ms: u64, status: u16) -> Answer {
+        Answer {
+            after: Duration::from_millis(after_ms),
+            status,
+            headers: Vec::new(),
+        }
+    }
+
+    /// What the backend saw.
+    #[derive(Clone, Default)]
+    pub struct Calls {
+        made: Arc<AtomicUsize>,
+        in_flight: Arc<AtomicUsize>,
+        most_in_flight: Arc<AtomicUsize>,
+        /// Each call's path, in the order they were made.
+        paths: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Calls {
+        pub fn to(&self, path: &str) -> usize {
+            self.paths
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|p| *p == path)
+                .count()
+        }
+    }
+
+    /// Leaves the count of calls in flight when the call ends or is dropped.
+    struct InFlight(Arc<AtomicUsize>);
+
+    impl Drop for InFlight {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    pub type Backend = tower::util::BoxCloneSyncService<Request<()>, Response<()>, Infallible>;
+
+    /// A backend that answers the `n`-th call (from 0) to `path` as `script(n, path)` says.
+    pub fn backend(
+        script: impl Fn(usize, &str) -> Answer + Send + Sync + 'static,
+    ) -> (Backend, Calls) {
+        let calls = Calls::default();
+        let seen = calls.clone();
+        let script = Arc::new(script);
+        let service = service_fn(move |request: Request<()>| {
+            let path = request.uri().path().to_owned();
+            let n = {
+                let mut paths = seen.paths.lock().unwrap();
+                let n = paths.iter().filter(|p| **p == path).count();
+                paths.push(path.clone());
+                n
+            };
+            seen.made.fetch_add(1, Ordering::SeqCst);
+            let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+            let guard = InFlight(Arc::clone(&seen.in_flight));
+            let Answer {
+                after,
+                status,
+                headers,
+            } = script(n, &path);
+            async move {
+                let _guard = guard;
+                tokio::time::sleep(after).await;
+                let mut response = Response::builder().status(status);
+                for (name, value) in headers {
+                    response = response.header(name, value);
+                }
+                Ok(response.body(()).unwrap())
+            }
+        });
+        (tower::util::BoxCloneSyncService::new(service), calls)
+    }
+
+    pub fn get(path: &str) -> Request<()> {
+        Request::get(format!("http://api.test{path}"))
+            .body(())
+            .unwrap()
+    }
+
+    pub fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+}
+
+/// A hedge goes through a clone of the inner service, which may not be ready to take it.
+mod readiness {
+    use stagger::{Backoff, StopReason};
+    use tower::ServiceBuilder;
+
+    use super::scripted::{answer, backend, get, ms};
+    use super::*;
+
+    /// One retry per request deposited, no floor: a withdrawal that is never given back shows as a
+    /// retry refused later.
+    fn one_retry_per_request() -> RetryBudget {
+        RetryBudget::builder()
+            .ratio(1.0)
+            .min_per_second(0)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_the_inner_service_cannot_take_is_neither_counted_nor_paid() {
+        // `/slow` answers after 300 ms; `/flaky` answers 503 twice, then 200.
+        let (inner, calls) = backend(|n, path| match (path, n) {
+            ("/slow", _) => answer(300, 200),
+            (_, 0 | 1) => answer(0, 503),
+            _ => answer(0, 200),
+        });
+        let policy = hedging()
+            .backoff(Backoff::fixed(ms(10)))
+            .max_retries(3)
+            .budget(one_retry_per_request())
+            .build()
+            .unwrap();
+        // One request at a time below the layer: while the slow attempt runs, the hedge's clone of
+        // the service is not ready.
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .concurrency_limit(1)
+            .service(inner);
+
+        let start = tokio::time::Instant::now();
+        let response = service.clone().oneshot(get("/slow")).await.unwrap();
+        assert_eq!(start.elapsed(), ms(300));
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!(
+            (info.attempts(), info.hedges()),
+            (1, 0),
+            "no hedge was sent"
+        );
+        assert_eq!(calls.to("/slow"), 1);
+
+        // The budget holds the deposits of both requests, two retries: the hedge withdrew nothing.
+        let response = service.clone().oneshot(get("/flaky")).await.unwrap();
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!(
+            (
+                response.status().as_u16(),
+                info.attempts(),
+                info.stop_reason()
+            ),
+            (200, 3, Some(StopReason::Success))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_waits_for_the_inner_service_while_the_race_lasts() {
+        // Two requests at a time below the layer. `/busy` holds the second place until 150 ms, so
+        // the hedge of `/slow`, due at 100 ms, goes at 150 ms, when the service can take it.
+        let (inner, calls) = backend(|n, path| match (path, n) {
+            ("/busy", _) => answer(150, 200),
+            ("/slow", 0) => answer(1_000, 200),
+            _ => answer(20, 200),
+        });
+        let policy = hedging().max_retries(1).build().unwrap();
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .concurrency_limit(2)
+            .service(inner);
+
+        let start = tokio::time::Instant::now();
+        let slow = tokio::spawn(service.clone().oneshot(get("/slow")));
+        tokio::task::yield_now().await;
+        let busy = service.clone().oneshot(get("/busy")).await.unwrap();
+        assert_eq!(busy.status(), 200);
+        let response = slow.await.unwrap().unwrap();
+        assert_eq!(
+            start.elapsed(),
+            ms(170),
+            "the hedge's answer, 20 ms after it went"
+        );
+        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!((info.attempts(), info.hedges()), (2, 1));
+        assert_eq!(calls.to("/slow"), 2);
+    }
+}

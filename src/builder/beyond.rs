@@ -174,9 +174,13 @@ impl RetryPolicyBuilder {
     /// floors, and can each hedge every request. So the delay is what bounds the extra load: in
     /// `examples/herd/` (`--scenario tail`), hedging at the p95 added 4.4 % to the load and cut the
     /// 99.9th percentile from 1 004 ms to 44 ms, while hedging at 10 ms (the p38 there) added 61.5 %
-    /// and, on a server 76 % busy, overloaded it (its median went from 12 ms to 743 ms). [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
-    /// tower layer the inner service must be `Clone` (as it must be for retries): the hedge goes
-    /// through a clone, driven ready first.
+    /// and, on a server 76 % busy, overloaded it (its median went from 12 ms to 743 ms). [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them.
+    ///
+    /// Through the tower layer the inner service must be `Clone` (as it must be for retries): the hedge
+    /// goes through a clone, driven ready first. A clone that is not ready at once (a concurrency
+    /// limit, a rate limit or a full buffer below the layer) is polled again while the race lasts, and
+    /// the hedge goes when it is ready, as a retry waits for its service; if the first attempt answers
+    /// first, no hedge goes. A hedge is counted and paid for when it is sent, never while it waits.
     ///
     /// `delay` must not be zero ([`ConfigError::HedgeAfter`](crate::ConfigError::HedgeAfter)): that would send every request twice.
     ///

@@ -145,22 +145,28 @@ impl RetryState {
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Whether the attempt in flight may be hedged now: the request is safe to send twice (idempotent,
-    /// or it carries an `Idempotency-Key`), another attempt is within `max_retries`, the deadline is
-    /// ahead, its host is not pausing, adaptive throttling admits it and the budget pays for it, as for
-    /// a retry. If so, the hedge is counted and its withdrawal is final: it is sent at once.
-    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
+    /// Whether the attempt in flight may be hedged, as far as can be told without counting or paying
+    /// for anything: the request is safe to send twice (idempotent, or it carries an
+    /// `Idempotency-Key`), another attempt is within `max_retries`, the deadline is ahead and its host
+    /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
+    pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
         let s = &*self.policy.shared;
         let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
-        if self.stop.is_some()
-            || !idempotent
+        self.stop.is_none()
+            && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's
             // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
-            || self.attempts >= s.max_retries
-            || self.remaining() == Some(Duration::ZERO)
-            || self.host_busy(request)
-            || self.admit(request).is_err()
-        {
+            && self.attempts < s.max_retries
+            && self.remaining() != Some(Duration::ZERO)
+            && !self.host_busy(request)
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Whether the attempt in flight may be hedged now: [`may_hedge`](Self::may_hedge), and adaptive
+    /// throttling admits it and the budget pays for it, as for a retry. If so, the hedge is counted
+    /// and its withdrawal is final: call this only when the hedge can be sent at once.
+    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
+        if !self.may_hedge(request) || self.admit(request).is_err() {
             return false;
         }
         match self.withdraw(request, RetryKind::Plain) {
