@@ -4,8 +4,9 @@
 //!
 //! The race: the first answer that is not a failure worth retrying wins, and the other attempt is
 //! dropped, which cancels it. A failure worth retrying that comes while the other attempt still runs is
-//! set aside (counted as an attempt made) and the race waits for the other; if that one fails too, its
-//! failure goes on to the retry logic as any attempt's would. At most two attempts of a call are in
+//! set aside (counted as an attempt made, its pushback kept for the retry) and the race waits for the
+//! other; if that one fails too, its failure goes on to the retry logic as any attempt's would, held
+//! to what the one set aside asked as well. At most two attempts of a call are in
 //! flight, and each attempt is hedged at most once. A hedge goes when the adapter can send it: through
 //! the tower layer, once a clone of the inner service is ready, if that happens while the race lasts.
 

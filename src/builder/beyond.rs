@@ -162,7 +162,10 @@ impl RetryPolicyBuilder {
     /// a `404`) wins at once, and the other attempt is dropped, which cancels it (its connection is
     /// closed or its stream reset). A failure worth retrying while the other attempt still runs is set
     /// aside, and the call waits for the other; when both fail, the last failure goes to the retry
-    /// logic as usual. At most two attempts of a call are in flight, and each attempt is hedged at most
+    /// logic as usual, with what the one set aside asked for: the retry waits at least the longest
+    /// server delay (`Retry-After`, a rate-limit header) of either answer, on the
+    /// [`throttle_backoff`](Self::throttle_backoff) schedule if either was throttling, and the host
+    /// cooldown hears both. At most two attempts of a call are in flight, and each attempt is hedged at most
     /// once. The time limits cover the race: the attempt timeout runs from the first attempt of it.
     ///
     /// A hedge is a retry sent early, and it is held to the same rules: only a request that is safe to

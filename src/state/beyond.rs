@@ -189,10 +189,31 @@ impl RetryState {
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// Records an attempt of a hedged race that failed in a way worth retrying while the other attempt
-    /// still ran: made, and set aside for the other's answer.
+    /// still ran: made, and set aside for the other's answer. What it asked of a retry (a server
+    /// delay, throttling) is kept for the decision that ends the race.
     pub(crate) fn set_aside(&mut self, attempt: Attempt, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
+        if attempt.retry_after.is_some() || attempt.throttled {
+            let s = &*self.policy.shared;
+            let kept = Schedules::of(&mut self.delays, s)
+                .set_aside
+                .get_or_insert_default();
+            kept.retry_after = kept.retry_after.max(attempt.retry_after);
+            kept.throttled |= attempt.throttled;
+        }
+    }
+
+    /// `attempt`, the last of its race, with what the answers set aside in the race asked of the
+    /// retry: the longest server delay of them all, and the throttle schedule if one was throttling.
+    /// The attempt itself when nothing was set aside.
+    pub(super) fn with_set_aside(&mut self, mut attempt: Attempt) -> Attempt {
+        let Some(kept) = self.delays.as_mut().and_then(|d| d.set_aside.take()) else {
+            return attempt;
+        };
+        attempt.retry_after = attempt.retry_after.max(kept.retry_after);
+        attempt.throttled |= kept.throttled;
+        attempt
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when

@@ -249,6 +249,7 @@ impl RetryState {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
+        let attempt = self.with_set_aside(attempt);
         let (decision, cause) = match self.stop_before_delay(&attempt) {
             Some(reason) => (Decision::Stop(reason), DelayCause::Backoff),
             None => self.delay(&attempt, request),
@@ -286,6 +287,7 @@ impl RetryState {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
+        let attempt = self.with_set_aside(attempt);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
@@ -562,6 +564,18 @@ struct Schedules {
     cooldown: Duration,
     /// The request's place in its host's queue, while it waits for it.
     slot: Option<Ticket>,
+    /// What the answers set aside in the hedged race in flight asked of the retry after it.
+    set_aside: Option<Pushback>,
+}
+
+/// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
+/// ends: the retry after the race obeys every answer of it, not only the last.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pushback {
+    /// The longest server delay asked for.
+    retry_after: Option<Duration>,
+    /// An answer was throttling.
+    throttled: bool,
 }
 
 impl Schedules {
@@ -572,6 +586,7 @@ impl Schedules {
                 throttle: None,
                 cooldown: Duration::ZERO,
                 slot: None,
+                set_aside: None,
             })
         })
     }
