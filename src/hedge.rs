@@ -119,8 +119,10 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
                 if race.running.is_some() && racers.set_aside(call, &output) {
                     race.first_done = true;
                 } else {
-                    let loser_running = race.running.is_some();
-                    return Poll::Ready(race.end(call, output, loser_running));
+                    if race.running.is_some() {
+                        racers.lost(call);
+                    }
+                    return Poll::Ready(race.end(call, output));
                 }
             }
             if let Some(hedge) = &mut race.running
@@ -128,8 +130,10 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
             {
                 race.running = None;
                 if race.first_done || !racers.set_aside(call, &output) {
-                    let loser_running = !race.first_done;
-                    return Poll::Ready(race.end(call, output, loser_running));
+                    if !race.first_done {
+                        racers.lost(call);
+                    }
+                    return Poll::Ready(race.end(call, output));
                 }
             }
             if race.step == Step::Unarmed {
@@ -168,6 +172,10 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
     /// retrying, recorded as an attempt made, and then dropped.
     fn set_aside(&mut self, call: &mut Call<Res>, output: &F::Output) -> bool;
 
+    /// The other attempt lost the race to an answer not worth retrying, and is dropped while it
+    /// runs (`RetryState::count_lost`).
+    fn lost(&mut self, call: &mut Call<Res>);
+
     /// The hedge's attempt, if the call's state lets one go (`RetryState::begin_hedge`) and a copy of
     /// the request can be sent; `Ready(None)` if no hedge will go for this attempt. Pending while the
     /// adapter cannot send it yet (the tower layer's inner service is not ready), having registered
@@ -181,18 +189,10 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
 }
 
 impl<F: ?Sized, C: HedgeContext> Race<F, C> {
-    /// The race is over with `output`: the other attempt, if it still runs (`loser_running`), is
-    /// dropped and counted as made, and the next attempt starts a race of its own.
-    fn end<Res, T>(
-        &mut self,
-        call: &mut Call<Res>,
-        output: T,
-        loser_running: bool,
-    ) -> Attempted<T> {
+    /// The race is over with `output`: the other attempt, if it still runs, is dropped (the caller
+    /// counted it, [`Racers::lost`]), and the next attempt starts a race of its own.
+    fn end<Res, T>(&mut self, call: &mut Call<Res>, output: T) -> Attempted<T> {
         call.answered();
-        if loser_running {
-            call.retry_mut().count_cancelled();
-        }
         self.reset();
         Attempted::Answered(output)
     }

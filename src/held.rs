@@ -237,6 +237,11 @@ where
         true
     }
 
+    fn lost(&mut self, call: &mut Call<Res>) {
+        let view = self.replay.view(self.held.sent());
+        call.retry_mut().count_lost(view.as_ref());
+    }
+
     fn start(
         &mut self,
         call: &mut Call<Res>,

@@ -122,6 +122,15 @@ impl RetryPolicyBuilder {
     /// (`tests/overload.rs`). Each host has its own throttle, kept by every clone of the policy (at most 4 096
     /// hosts).
     ///
+    /// With [`hedge_after`](Self::hedge_after), a race counts as what it is to the backend. Its hedge
+    /// is a request, admitted or rejected like a retry, but judged without the attempt it races,
+    /// whose answer is not in yet. When an answer that is not worth retrying wins, the other attempt,
+    /// dropped while it ran, counts as accepted: the backend refused it nothing. So a race won counts
+    /// as many accepts as it sent requests, as a call that was not hedged does, and hedging adds no
+    /// local rejections of its own; an attempt of the race that got a `503` counts one refusal, as it
+    /// would have had the call retried it instead. Attempts cut by a time limit count as refused,
+    /// hedged or not.
+    ///
     /// A first attempt rejected locally ends the call at once with [`Rejected`](crate::Rejected)
     /// ([`StopReason::Throttled`](crate::StopReason::Throttled), no attempt made); a retry rejected
     /// locally ends the call with the last result received, like a spent budget. `k` must be finite and

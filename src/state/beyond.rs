@@ -43,7 +43,7 @@ impl RetryState {
         cooling: bool,
     ) -> Result<Option<Duration>, Rejected> {
         self.resolve_partition(request);
-        if let Err(p) = self.admit(request) {
+        if let Err(p) = self.admit(request, 0) {
             self.stop(StopReason::Throttled, None, request);
             return Err(Rejected::throttled(p, self.info()));
         }
@@ -53,9 +53,14 @@ impl RetryState {
         Ok(None)
     }
 
-    /// Asks `request`'s adaptive throttle whether an attempt may go out: `Err(p)` if it is rejected
-    /// locally, with probability `p`. Always `Ok` without adaptive throttling.
-    pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
+    /// Asks `request`'s adaptive throttle whether an attempt may go out beside `in_flight` others of
+    /// this call (a hedge, beside the attempt it races): `Err(p)` if it is rejected locally, with
+    /// probability `p`. Always `Ok` without adaptive throttling.
+    pub(super) fn admit(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        in_flight: u64,
+    ) -> Result<(), f64> {
         let s = &*self.policy.shared;
         let Some(throttles) = &s.throttles else {
             return Ok(());
@@ -63,7 +68,9 @@ impl RetryState {
         let delays = &mut self.delays;
         throttles
             .of(request.and_then(Host::of))
-            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
+            .admit(Instant::now(), in_flight, || {
+                Schedules::of(delays, s).transient.unit()
+            })
     }
 
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
@@ -166,7 +173,8 @@ impl RetryState {
     /// throttling admits it and the budget pays for it, as for a retry. If so, the hedge is counted
     /// and its withdrawal is final: call this only when the hedge can be sent at once.
     pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
-        if !self.may_hedge(request) || self.admit(request).is_err() {
+        // Judged beside the attempt it races, which is not answered yet.
+        if !self.may_hedge(request) || self.admit(request, 1).is_err() {
             return false;
         }
         match self.withdraw(request, RetryKind::Plain) {
@@ -181,10 +189,25 @@ impl RetryState {
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Counts the attempt of a hedged race that lost and was dropped while it ran: made, but never
-    /// answered.
+    /// Counts the attempt of a hedged race that a time limit cut while the other attempt, which the
+    /// limit is judged for, ran too: made, and never answered.
     pub(crate) fn count_cancelled(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Counts the attempt of a hedged race that lost to an answer not worth retrying, dropped while
+    /// it ran: made, and, to adaptive throttling, accepted. The backend refused it nothing; the client
+    /// dropped it because the other answer made it needless. So a race won counts as many accepts
+    /// as it sent requests, as a call that was not hedged does, and hedging a healthy backend does
+    /// not make it look as if it refused half of what it was sent.
+    pub(crate) fn count_lost(&mut self, request: Option<&RequestView<'_>>) {
+        self.attempts = self.attempts.saturating_add(1);
+        if let Some(throttles) = &self.policy.shared.throttles {
+            throttles
+                .of(request.and_then(Host::of))
+                .accepted(Instant::now());
+        }
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]

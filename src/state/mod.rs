@@ -535,7 +535,7 @@ impl RetryState {
             return (Decision::Stop(StopReason::Deadline), cause);
         }
         // Adaptive throttling is asked before the budget, so that a retry it rejects spends nothing.
-        if self.admit(request).is_err() {
+        if self.admit(request, 0).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
         // A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
