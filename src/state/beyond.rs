@@ -227,16 +227,15 @@ impl RetryState {
         }
     }
 
-    /// `attempt`, the last of its race, with what the answers set aside in the race asked of the
-    /// retry: the longest server delay of them all, and the throttle schedule if one was throttling.
-    /// The attempt itself when nothing was set aside.
-    pub(super) fn with_set_aside(&mut self, mut attempt: Attempt) -> Attempt {
+    /// Adds to `attempt`, the failure that ended its race, what the answers set aside in the race
+    /// asked of the retry: the longest server delay of them all, and the throttle schedule if one was
+    /// throttling. (A race that ends otherwise ends the call, and what was set aside with it.)
+    pub(super) fn add_set_aside(&mut self, attempt: &mut Attempt) {
         let Some(kept) = self.delays.as_mut().and_then(|d| d.set_aside.take()) else {
-            return attempt;
+            return;
         };
         attempt.retry_after = attempt.retry_after.max(kept.retry_after);
         attempt.throttled |= kept.throttled;
-        attempt
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when

@@ -242,14 +242,16 @@ impl RetryState {
     /// `tracing` events.
     pub(crate) fn decide_for(
         &mut self,
-        attempt: Attempt,
+        mut attempt: Attempt,
         request: Option<&RequestView<'_>>,
     ) -> Decision {
         // The retry decided last time was sent, since this is its outcome.
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
-        let attempt = self.with_set_aside(attempt);
+        if attempt.outcome.is_retryable() {
+            self.add_set_aside(&mut attempt);
+        }
         let (decision, cause) = match self.stop_before_delay(&attempt) {
             Some(reason) => (Decision::Stop(reason), DelayCause::Backoff),
             None => self.delay(&attempt, request),
@@ -287,7 +289,6 @@ impl RetryState {
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
-        let attempt = self.with_set_aside(attempt);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
