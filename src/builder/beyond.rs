@@ -174,14 +174,16 @@ impl RetryPolicyBuilder {
     /// logic as usual, with what the one set aside asked for: the retry waits at least the longest
     /// server delay (`Retry-After`, a rate-limit header) of either answer, on the
     /// [`throttle_backoff`](Self::throttle_backoff) schedule if either was throttling, and the host
-    /// cooldown hears both. At most two attempts of a call are in flight, and each attempt is hedged at most
-    /// once. The time limits cover the race: the attempt timeout runs from the first attempt of it.
+    /// cooldown hears both. At most two attempts of a call are in flight, and each attempt is hedged
+    /// at most once. The time limits cover the race: the attempt timeout runs from the first attempt
+    /// of it.
     ///
     /// A hedge is a retry sent early, and it is held to the same rules: only a request that is safe to
     /// send twice (an idempotent method, or an `Idempotency-Key`) and that the adapter holds a copy of
     /// is hedged; it counts towards `max_retries`, spends the retry budget (an exhausted budget sends
     /// no hedge), and is not sent past the deadline, to a host that is pausing, or when adaptive
-    /// throttling rejects it. Paid like a retry, its budget's floor included, a hedge is bounded per
+    /// throttling rejects it (how a race counts to the throttle:
+    /// [`adaptive_throttle`](Self::adaptive_throttle)). Paid like a retry, its budget's floor included, a hedge is bounded per
     /// client, not per fleet: 1 000 clients each sending 10 requests a second are all within their
     /// floors, and can each hedge every request. So the delay is what bounds the extra load: in
     /// `examples/herd/` (`--scenario tail`), hedging at the p95 added 4.4 % to the load and cut the
