@@ -642,6 +642,7 @@ impl Cooldowns {
 
     /// Whether requests to `host` are held or paced: a hedge, which would go past the queue, is not
     /// sent to it.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn holds_or_paces(&self, host: Host, now: impl FnOnce() -> Instant) -> bool {
         if !self.is_armed() {
             return false;

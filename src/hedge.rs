@@ -4,9 +4,11 @@
 //!
 //! The race: the first answer that is not a failure worth retrying wins, and the other attempt is
 //! dropped, which cancels it. A failure worth retrying that comes while the other attempt still runs is
-//! set aside (counted as an attempt made) and the race waits for the other; if that one fails too, its
-//! failure goes on to the retry logic as any attempt's would. At most two attempts of a call are in
-//! flight, and each attempt is hedged at most once.
+//! set aside (counted as an attempt made, its pushback kept for the retry) and the race waits for the
+//! other; if that one fails too, its failure goes on to the retry logic as any attempt's would, held
+//! to what the one set aside asked as well. At most two attempts of a call are in
+//! flight, and each attempt is hedged at most once. A hedge goes when the adapter can send it: through
+//! the tower layer, once a clone of the inner service is ready, if that happens while the race lasts.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,15 +29,35 @@ struct Race<F: ?Sized, C> {
     context: C,
     /// When to start the hedge.
     timer: Timer,
-    /// The timer is set for the attempt in flight.
-    armed: bool,
-    /// This attempt has been hedged (or could not be): no other hedge for it.
-    spent: bool,
+    /// Where the hedge of the attempt in flight is.
+    step: Step,
     /// The hedge in flight.
     running: Option<Pin<Box<F>>>,
     /// The first attempt failed and was set aside: only the hedge is left.
     first_done: bool,
 }
+
+/// Where the hedge of the attempt in flight is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The timer is not set yet.
+    Unarmed,
+    /// The timer runs.
+    Armed,
+    /// The delay has passed: the hedge goes as soon as the adapter can send it.
+    Due,
+    /// This attempt has been hedged, or will not be: no other hedge for it.
+    Spent,
+}
+
+/// What an adapter keeps in a race for its hedge.
+pub(crate) trait HedgeContext {
+    /// The hedge was sent, will not be, or the race is over: let go of what was kept for it alone
+    /// (a clone of the inner service waiting to be ready holds a place in the service's queue).
+    fn release(&mut self) {}
+}
+
+impl HedgeContext for () {}
 
 impl<F: ?Sized, C> Hedge<F, C> {
     /// A hedge for a call under `policy`: its race is allocated, with `context`, only if the policy
@@ -46,8 +68,7 @@ impl<F: ?Sized, C> Hedge<F, C> {
                 Box::new(Race {
                     context: context(),
                     timer: Timer::default(),
-                    armed: false,
-                    spent: false,
+                    step: Step::Unarmed,
                     running: None,
                     first_done: false,
                 })
@@ -67,7 +88,7 @@ impl<F: ?Sized, C> std::fmt::Debug for Hedge<F, C> {
     }
 }
 
-impl<F: Future + ?Sized, C> Hedge<F, C> {
+impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
     // `first` may be of another type than the hedge: the middleware's first attempt borrows the
     // request's extensions, a hedge owns a copy of them.
     /// Polls the attempt in flight, `first`, and its hedge if one runs, under the call's time limit;
@@ -98,8 +119,10 @@ impl<F: Future + ?Sized, C> Hedge<F, C> {
                 if race.running.is_some() && racers.set_aside(call, &output) {
                     race.first_done = true;
                 } else {
-                    let loser_running = race.running.is_some();
-                    return Poll::Ready(race.end(call, output, loser_running));
+                    if race.running.is_some() {
+                        racers.lost(call);
+                    }
+                    return Poll::Ready(race.end(call, output));
                 }
             }
             if let Some(hedge) = &mut race.running
@@ -107,18 +130,25 @@ impl<F: Future + ?Sized, C> Hedge<F, C> {
             {
                 race.running = None;
                 if race.first_done || !racers.set_aside(call, &output) {
-                    let loser_running = !race.first_done;
-                    return Poll::Ready(race.end(call, output, loser_running));
+                    if !race.first_done {
+                        racers.lost(call);
+                    }
+                    return Poll::Ready(race.end(call, output));
                 }
             }
-            if !race.spent {
-                if !race.armed {
-                    race.timer.set(after(hedge_after));
-                    race.armed = true;
-                }
-                if race.timer.poll(cx).is_ready() {
-                    race.spent = true;
-                    if let Some(hedge) = racers.start(call, cx, &race.context) {
+            if race.step == Step::Unarmed {
+                race.timer.set(after(hedge_after));
+                race.step = Step::Armed;
+            }
+            if race.step == Step::Armed && race.timer.poll(cx).is_ready() {
+                race.step = Step::Due;
+            }
+            if race.step == Step::Due {
+                // Pending while the adapter cannot send it yet: it woke this task to try again.
+                if let Poll::Ready(started) = racers.start(call, cx, &mut race.context) {
+                    race.step = Step::Spent;
+                    race.context.release();
+                    if let Some(hedge) = started {
                         race.running = Some(hedge);
                         // Poll the new hedge at once, so that it registers its waker.
                         continue;
@@ -142,37 +172,35 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
     /// retrying, recorded as an attempt made, and then dropped.
     fn set_aside(&mut self, call: &mut Call<Res>, output: &F::Output) -> bool;
 
+    /// The other attempt lost the race to an answer not worth retrying, and is dropped while it
+    /// runs (`RetryState::count_lost`).
+    fn lost(&mut self, call: &mut Call<Res>);
+
     /// The hedge's attempt, if the call's state lets one go (`RetryState::begin_hedge`) and a copy of
-    /// the request can be sent.
+    /// the request can be sent; `Ready(None)` if no hedge will go for this attempt. Pending while the
+    /// adapter cannot send it yet (the tower layer's inner service is not ready), having registered
+    /// the waker: the hedge is then neither counted nor paid for.
     fn start(
         &mut self,
         call: &mut Call<Res>,
         cx: &mut Context<'_>,
-        context: &C,
-    ) -> Option<Pin<Box<F>>>;
+        context: &mut C,
+    ) -> Poll<Option<Pin<Box<F>>>>;
 }
 
-impl<F: ?Sized, C> Race<F, C> {
-    /// The race is over with `output`: the other attempt, if it still runs (`loser_running`), is
-    /// dropped and counted as made, and the next attempt starts a race of its own.
-    fn end<Res, T>(
-        &mut self,
-        call: &mut Call<Res>,
-        output: T,
-        loser_running: bool,
-    ) -> Attempted<T> {
+impl<F: ?Sized, C: HedgeContext> Race<F, C> {
+    /// The race is over with `output`: the other attempt, if it still runs, is dropped (the caller
+    /// counted it, [`Racers::lost`]), and the next attempt starts a race of its own.
+    fn end<Res, T>(&mut self, call: &mut Call<Res>, output: T) -> Attempted<T> {
         call.answered();
-        if loser_running {
-            call.retry_mut().count_cancelled();
-        }
         self.reset();
         Attempted::Answered(output)
     }
 
     fn reset(&mut self) {
         self.running = None;
-        self.armed = false;
-        self.spent = false;
+        self.step = Step::Unarmed;
         self.first_done = false;
+        self.context.release();
     }
 }

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::pin::Pin;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use std::task::Context;
+use std::task::{Context, Poll};
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::attempt::Attempt;
@@ -206,20 +206,24 @@ where
 }
 
 /// The race's needs met from the held request: judging with `replay`, the hedge copied from what is
-/// held and handed to `send` (the adapter's way of sending it).
+/// held and handed to `send` (the adapter's way of sending it) once `ready` (the adapter's way of
+/// getting ready to send it, which may keep what it readies in the race's context) says it can go:
+/// `Pending` not yet, `Ready(false)` never.
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-pub(crate) struct HeldRacers<'h, Req, K, R, S> {
+pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
     pub(crate) held: &'h mut Held<Req, K>,
     pub(crate) replay: &'h R,
+    pub(crate) ready: Rd,
     pub(crate) send: S,
 }
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-impl<Req, Res, E, R, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, S>
+impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
 where
     R: Replay<Req, Res, E>,
     F: Future<Output = Result<Res, E>> + ?Sized,
-    S: FnMut(Req, &mut Context<'_>, &C) -> Option<Pin<Box<F>>>,
+    Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
+    S: FnMut(Req, &mut C) -> Option<Pin<Box<F>>>,
 {
     fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
         let attempt = self
@@ -233,22 +237,36 @@ where
         true
     }
 
+    fn lost(&mut self, call: &mut Call<Res>) {
+        let view = self.replay.view(self.held.sent());
+        call.retry_mut().count_lost(view.as_ref());
+    }
+
     fn start(
         &mut self,
         call: &mut Call<Res>,
         cx: &mut Context<'_>,
-        context: &C,
-    ) -> Option<Pin<Box<F>>> {
-        // A copy first (a recording that has not ended gives none), then the state's leave: a hedge
-        // allowed is paid for at once.
+        context: &mut C,
+    ) -> Poll<Option<Pin<Box<F>>>> {
         if matches!(self.held, Held::Kept(_)) {
-            return None;
+            return Poll::Ready(None);
         }
-        let request = self.held.next(true, self.replay)?;
+        // What the state can tell without counting or paying for anything, so that the adapter
+        // readies nothing for a hedge that would not go; then the adapter's leave, so that a hedge it
+        // cannot send yet is neither counted nor paid for; then a copy (a recording that has not
+        // ended gives none), and the state's leave: a hedge allowed is counted and paid for, and
+        // sent at once.
+        let view = self.replay.view(self.held.sent());
+        if !call.retry().may_hedge(view.as_ref()) || !std::task::ready!((self.ready)(cx, context)) {
+            return Poll::Ready(None);
+        }
+        let Some(request) = self.held.next(true, self.replay) else {
+            return Poll::Ready(None);
+        };
         let view = self.replay.view(self.held.sent());
         if !call.retry_mut().begin_hedge(view.as_ref()) {
-            return None;
+            return Poll::Ready(None);
         }
-        (self.send)(request, cx, context)
+        Poll::Ready((self.send)(request, context))
     }
 }

@@ -5,7 +5,7 @@ use std::future::{Future, poll_fn};
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::Context;
+use std::task::{Context, Poll};
 
 use http::Extensions;
 use reqwest::{Request, Response};
@@ -14,7 +14,7 @@ use reqwest_middleware::{Middleware, Next};
 use crate::attempt::RetryInfo;
 use crate::call::Call;
 use crate::classify::{AsError, RequestView};
-use crate::hedge::Hedge;
+use crate::hedge::{Hedge, HedgeContext};
 use crate::held::{Held, HeldRacers, step};
 use crate::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
@@ -265,7 +265,11 @@ impl RetryMiddleware {
                         let mut racers = HeldRacers {
                             held: &mut held,
                             replay: &HttpReplay,
-                            send: |request, _: &mut Context<'_>, (extensions, next): &(Extensions, Next<'n>)| {
+                            // The rest of the chain takes any request at any time.
+                            ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
+                                Poll::Ready(true)
+                            },
+                            send: |request, (extensions, next): &mut (Extensions, Next<'n>)| {
                                 let mut extensions = extensions.clone();
                                 let next = next.clone();
                                 let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
@@ -333,6 +337,9 @@ impl RetryMiddleware {
         })
     }
 }
+
+/// The hedge's copy of the request's extensions and of `next`, the same for every race of a call.
+impl HedgeContext for (Extensions, Next<'_>) {}
 
 /// Written out rather than with `#[async_trait]`, whose future would hold the arguments again beside the
 /// retry loop's own future.

@@ -1,6 +1,7 @@
 //! Metrics (feature `metrics`): a scripted sequence (`503`, `429`, `200`) against a loopback server
 //! through `RetryMiddleware` and `RetryLayer` over `reqwest::Client`, seen by `metrics-util`'s debugging
-//! recorder; and `http.request.resend_count` on the caller's request span.
+//! recorder; `stagger.hedges` for a hedge sent, and not for one the inner service could not take; and
+//! `http.request.resend_count` on the caller's request span.
 #![cfg(all(feature = "metrics", feature = "reqwest-middleware", feature = "tower"))]
 
 use std::collections::BTreeMap;
@@ -243,4 +244,91 @@ fn the_resend_count_goes_on_the_callers_request_span() {
     });
     let counts = resend_counts().lock().unwrap().clone();
     assert_eq!(counts.get("get items").map(String::as_str), Some("2"));
+}
+
+/// `/slow` answers its first request after 300 ms and the others at once.
+async fn slow_server() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(path("/slow"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_millis(300)))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/slow"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn hedging() -> RetryPolicy {
+    RetryPolicy::builder()
+        .hedge_after(Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
+fn assert_one_hedge(metrics: &Metrics) {
+    let counter = |name: &str| metrics.get(&(name.to_owned(), labels("127.0.0.1", &[])));
+    assert_eq!(
+        counter(names::HEDGES),
+        Some(&DebugValue::Counter(1)),
+        "{metrics:#?}"
+    );
+    // The slow attempt, dropped, and its hedge.
+    assert_eq!(counter(names::ATTEMPTS), Some(&DebugValue::Counter(2)));
+}
+
+#[test]
+fn the_middleware_counts_a_hedge() {
+    let metrics = recorded(async || {
+        let server = slow_server().await;
+        let client = ClientBuilder::new(reqwest_client())
+            .with(RetryMiddleware::new(hedging()))
+            .build();
+        let response = client
+            .get(format!("{}/slow", server.uri()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    });
+    assert_one_hedge(&metrics);
+}
+
+#[test]
+fn the_layer_counts_a_hedge() {
+    let metrics = recorded(async || {
+        let server = slow_server().await;
+        let client = ServiceBuilder::new()
+            .layer(RetryLayer::new(hedging()))
+            .service(reqwest_client());
+        let request = reqwest::Request::new(
+            reqwest::Method::GET,
+            format!("{}/slow", server.uri()).parse().unwrap(),
+        );
+        assert_eq!(client.oneshot(request).await.unwrap().status(), 200);
+    });
+    assert_one_hedge(&metrics);
+}
+
+#[test]
+fn a_hedge_the_inner_service_cannot_take_is_not_counted() {
+    let metrics = recorded(async || {
+        let server = slow_server().await;
+        // One request at a time below the layer: the hedge's clone is never ready while the slow
+        // attempt runs.
+        let client = ServiceBuilder::new()
+            .layer(RetryLayer::new(hedging()))
+            .concurrency_limit(1)
+            .service(reqwest_client());
+        let request = reqwest::Request::new(
+            reqwest::Method::GET,
+            format!("{}/slow", server.uri()).parse().unwrap(),
+        );
+        assert_eq!(client.oneshot(request).await.unwrap().status(), 200);
+    });
+    let counter = |name: &str| metrics.get(&(name.to_owned(), labels("127.0.0.1", &[])));
+    assert_eq!(counter(names::HEDGES), None, "{metrics:#?}");
+    assert_eq!(counter(names::ATTEMPTS), Some(&DebugValue::Counter(1)));
 }

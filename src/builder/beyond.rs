@@ -123,6 +123,15 @@ impl RetryPolicyBuilder {
     /// is known by its `Host` header) has its own throttle, kept by every clone of the policy: at most
     /// 4 096 of them, each dropped only once its window is empty, new hosts past that sharing one.
     ///
+    /// With [`hedge_after`](Self::hedge_after), a race counts as what it is to the backend. Its hedge
+    /// is a request, admitted or rejected like a retry, but judged without the attempt it races,
+    /// whose answer is not in yet. When an answer that is not worth retrying wins, the other attempt,
+    /// dropped while it ran, counts as accepted: the backend refused it nothing. So a race won counts
+    /// as many accepts as it sent requests, as a call that was not hedged does, and hedging adds no
+    /// local rejections of its own; an attempt of the race that got a `503` counts one refusal, as it
+    /// would have had the call retried it instead. Attempts cut by a time limit count as refused,
+    /// hedged or not.
+    ///
     /// A first attempt rejected locally ends the call at once with [`Rejected`](crate::Rejected)
     /// ([`StopReason::Throttled`](crate::StopReason::Throttled), no attempt made); a retry rejected
     /// locally ends the call with the last result received, like a spent budget. `k` must be finite and
@@ -163,21 +172,30 @@ impl RetryPolicyBuilder {
     /// a `404`) wins at once, and the other attempt is dropped, which cancels it (its connection is
     /// closed or its stream reset). A failure worth retrying while the other attempt still runs is set
     /// aside, and the call waits for the other; when both fail, the last failure goes to the retry
-    /// logic as usual. At most two attempts of a call are in flight, and each attempt is hedged at most
-    /// once. The time limits cover the race: the attempt timeout runs from the first attempt of it.
+    /// logic as usual, with what the one set aside asked for: the retry waits at least the longest
+    /// server delay (`Retry-After`, a rate-limit header) of either answer, on the
+    /// [`throttle_backoff`](Self::throttle_backoff) schedule if either was throttling, and the host
+    /// cooldown hears both. At most two attempts of a call are in flight, and each attempt is hedged
+    /// at most once. The time limits cover the race: the attempt timeout runs from the first attempt
+    /// of it.
     ///
     /// A hedge is a retry sent early, and it is held to the same rules: only a request that is safe to
     /// send twice (an idempotent method, or an `Idempotency-Key`) and that the adapter holds a copy of
     /// is hedged; it counts towards `max_retries`, spends the retry budget (an exhausted budget sends
     /// no hedge), and is not sent past the deadline, to a host that is pausing, or when adaptive
-    /// throttling rejects it. Paid like a retry, its budget's floor included, a hedge is bounded per
+    /// throttling rejects it (how a race counts to the throttle:
+    /// [`adaptive_throttle`](Self::adaptive_throttle)). Paid like a retry, its budget's floor included, a hedge is bounded per
     /// client, not per fleet: 1 000 clients each sending 10 requests a second are all within their
     /// floors, and can each hedge every request. So the delay is what bounds the extra load: in
     /// `examples/herd/` (`--scenario tail`), hedging at the p95 added 4.4 % to the load and cut the
     /// 99.9th percentile from 1 004 ms to 44 ms, while hedging at 10 ms (the p38 there) added 61.5 %
-    /// and, on a server 76 % busy, overloaded it (its median went from 12 ms to 743 ms). [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them. Through the
-    /// tower layer the inner service must be `Clone` (as it must be for retries): the hedge goes
-    /// through a clone, driven ready first.
+    /// and, on a server 76 % busy, overloaded it (its median went from 12 ms to 743 ms). [`RetryInfo::hedges`](crate::RetryInfo::hedges) counts them.
+    ///
+    /// Through the tower layer the inner service must be `Clone` (as it must be for retries): the hedge
+    /// goes through a clone, driven ready first. A clone that is not ready at once (a concurrency
+    /// limit, a rate limit or a full buffer below the layer) is polled again while the race lasts, and
+    /// the hedge goes when it is ready, as a retry waits for its service; if the first attempt answers
+    /// first, no hedge goes. A hedge is counted and paid for when it is sent, never while it waits.
     ///
     /// `delay` must not be zero ([`ConfigError::HedgeAfter`](crate::ConfigError::HedgeAfter)): that would send every request twice.
     ///

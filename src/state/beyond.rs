@@ -43,7 +43,7 @@ impl RetryState {
         cooling: bool,
     ) -> Result<Option<Duration>, Rejected> {
         self.resolve_partition(request);
-        if let Err(p) = self.admit(request) {
+        if let Err(p) = self.admit(request, 0) {
             self.stop(StopReason::Throttled, None, request);
             return Err(Rejected::throttled(p, self.info()));
         }
@@ -53,9 +53,14 @@ impl RetryState {
         Ok(None)
     }
 
-    /// Asks `request`'s adaptive throttle whether an attempt may go out: `Err(p)` if it is rejected
-    /// locally, with probability `p`. Always `Ok` without adaptive throttling.
-    pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
+    /// Asks `request`'s adaptive throttle whether an attempt may go out beside `in_flight` others of
+    /// this call (a hedge, beside the attempt it races): `Err(p)` if it is rejected locally, with
+    /// probability `p`. Always `Ok` without adaptive throttling.
+    pub(super) fn admit(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        in_flight: u64,
+    ) -> Result<(), f64> {
         let s = &*self.policy.shared;
         let Some(throttles) = &s.throttles else {
             return Ok(());
@@ -63,7 +68,9 @@ impl RetryState {
         let delays = &mut self.delays;
         throttles
             .of(request.and_then(Host::of))
-            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
+            .admit(Instant::now(), in_flight, || {
+                Schedules::of(delays, s).transient.unit()
+            })
     }
 
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
@@ -148,22 +155,29 @@ impl RetryState {
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Whether the attempt in flight may be hedged now: the request is safe to send twice (idempotent,
-    /// or it carries an `Idempotency-Key`), another attempt is within `max_retries`, the deadline is
-    /// ahead, its host is not pausing, adaptive throttling admits it and the budget pays for it, as for
-    /// a retry. If so, the hedge is counted and its withdrawal is final: it is sent at once.
-    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
+    /// Whether the attempt in flight may be hedged, as far as can be told without counting or paying
+    /// for anything: the request is safe to send twice (idempotent, or it carries an
+    /// `Idempotency-Key`), another attempt is within `max_retries`, the deadline is ahead and its host
+    /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
+    pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
         let s = &*self.policy.shared;
         let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
-        if self.stop.is_some()
-            || !idempotent
+        self.stop.is_none()
+            && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's
             // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
-            || self.attempts >= s.max_retries
-            || self.remaining() == Some(Duration::ZERO)
-            || self.host_busy(request)
-            || self.admit(request).is_err()
-        {
+            && self.attempts < s.max_retries
+            && self.remaining() != Some(Duration::ZERO)
+            && !self.host_busy(request)
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Whether the attempt in flight may be hedged now: [`may_hedge`](Self::may_hedge), and adaptive
+    /// throttling admits it and the budget pays for it, as for a retry. If so, the hedge is counted
+    /// and its withdrawal is final: call this only when the hedge can be sent at once.
+    pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
+        // Judged beside the attempt it races, which is not answered yet.
+        if !self.may_hedge(request) || self.admit(request, 1).is_err() {
             return false;
         }
         match self.withdraw(request, RetryKind::Plain) {
@@ -178,18 +192,53 @@ impl RetryState {
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    /// Counts the attempt of a hedged race that lost and was dropped while it ran: made, but never
-    /// answered.
+    /// Counts the attempt of a hedged race that a time limit cut while the other attempt, which the
+    /// limit is judged for, ran too: made, and never answered.
     pub(crate) fn count_cancelled(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    /// Counts the attempt of a hedged race that lost to an answer not worth retrying, dropped while
+    /// it ran: made, and, to adaptive throttling, accepted. The backend refused it nothing; the client
+    /// dropped it because the other answer made it needless. So a race won counts as many accepts
+    /// as it sent requests, as a call that was not hedged does, and hedging a healthy backend does
+    /// not make it look as if it refused half of what it was sent.
+    pub(crate) fn count_lost(&mut self, request: Option<&RequestView<'_>>) {
+        self.attempts = self.attempts.saturating_add(1);
+        if let Some(throttles) = &self.policy.shared.throttles {
+            throttles
+                .of(request.and_then(Host::of))
+                .accepted(Instant::now());
+        }
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// Records an attempt of a hedged race that failed in a way worth retrying while the other attempt
-    /// still ran: made, and set aside for the other's answer.
+    /// still ran: made, and set aside for the other's answer. What it asked of a retry (a server
+    /// delay, throttling) is kept for the decision that ends the race.
     pub(crate) fn set_aside(&mut self, attempt: Attempt, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
+        if attempt.retry_after.is_some() || attempt.throttled {
+            let s = &*self.policy.shared;
+            let kept = Schedules::of(&mut self.delays, s)
+                .set_aside
+                .get_or_insert_default();
+            kept.retry_after = kept.retry_after.max(attempt.retry_after);
+            kept.throttled |= attempt.throttled;
+        }
+    }
+
+    /// Adds to `attempt`, the failure that ended its race, what the answers set aside in the race
+    /// asked of the retry: the longest server delay of them all, and the throttle schedule if one was
+    /// throttling. (A race that ends otherwise ends the call, and what was set aside with it.)
+    pub(super) fn add_set_aside(&mut self, attempt: &mut Attempt) {
+        let Some(kept) = self.delays.as_mut().and_then(|d| d.set_aside.take()) else {
+            return;
+        };
+        attempt.retry_after = attempt.retry_after.max(kept.retry_after);
+        attempt.throttled |= kept.throttled;
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when

@@ -242,13 +242,16 @@ impl RetryState {
     /// `tracing` events.
     pub(crate) fn decide_for(
         &mut self,
-        attempt: Attempt,
+        mut attempt: Attempt,
         request: Option<&RequestView<'_>>,
     ) -> Decision {
         // The retry decided last time was sent, since this is its outcome.
         self.withdrawn = None;
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
+        if attempt.outcome.is_retryable() {
+            self.add_set_aside(&mut attempt);
+        }
         let (decision, cause) = match self.stop_before_delay(&attempt) {
             Some(reason) => (Decision::Stop(reason), DelayCause::Backoff),
             None => self.delay(&attempt, request),
@@ -533,7 +536,7 @@ impl RetryState {
             return (Decision::Stop(StopReason::Deadline), cause);
         }
         // Adaptive throttling is asked before the budget, so that a retry it rejects spends nothing.
-        if self.admit(request).is_err() {
+        if self.admit(request, 0).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
         // A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
@@ -562,6 +565,18 @@ struct Schedules {
     cooldown: Duration,
     /// The request's place in its host's queue, while it waits for it.
     slot: Option<Ticket>,
+    /// What the answers set aside in the hedged race in flight asked of the retry after it.
+    set_aside: Option<Pushback>,
+}
+
+/// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
+/// ends: the retry after the race obeys every answer of it, not only the last.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pushback {
+    /// The longest server delay asked for.
+    retry_after: Option<Duration>,
+    /// An answer was throttling.
+    throttled: bool,
 }
 
 impl Schedules {
@@ -572,6 +587,7 @@ impl Schedules {
                 throttle: None,
                 cooldown: Duration::ZERO,
                 slot: None,
+                set_aside: None,
             })
         })
     }

@@ -16,7 +16,7 @@ use crate::attempt::RetryInfo;
 use crate::call::{Call, Final};
 use crate::classify::RequestView;
 use crate::error::Error;
-use crate::hedge::Hedge;
+use crate::hedge::{Hedge, HedgeContext};
 use crate::held::{Held, HeldRacers, step};
 use crate::rejected::Rejected;
 use crate::replay::{Replay, Sent};
@@ -57,7 +57,7 @@ pin_project! {
         call: Call<S::Response>,
         replay: R,
         held: Held<Req, R::Kept>,
-        hedge: Hedge<S::Future>,
+        hedge: Hedge<S::Future, Option<S>>,
     }
 }
 
@@ -109,7 +109,7 @@ where
                 _ => State::Done,
             },
         };
-        let hedge = Hedge::new(call.retry().policy(), || ());
+        let hedge = Hedge::new(call.retry().policy(), || None);
         Self {
             state,
             service,
@@ -135,17 +135,19 @@ where
         loop {
             let result = match this.state.as_mut().project() {
                 StateProj::Called { future } => {
-                    // The hedge, if the policy hedges, goes through a clone of the service, driven ready.
+                    // The hedge, if the policy hedges, goes through a clone of the service, kept in
+                    // the race and driven ready while the race lasts.
                     let service = &*this.service;
                     let mut racers = HeldRacers {
                         held: &mut *this.held,
                         replay,
-                        send: |request, cx: &mut Context<'_>, (): &()| {
-                            let mut service = S::clone(service);
-                            match service.poll_ready(cx) {
-                                Poll::Ready(Ok(())) => Some(Box::pin(service.call(request))),
-                                Poll::Ready(Err(_)) | Poll::Pending => None,
-                            }
+                        ready: |cx: &mut Context<'_>, clone: &mut Option<S>| {
+                            let clone = clone.get_or_insert_with(|| S::clone(service));
+                            clone.poll_ready(cx).map(|ready| ready.is_ok())
+                        },
+                        send: |request, clone: &mut Option<S>| {
+                            let mut service = clone.take()?;
+                            Some(Box::pin(service.call(request)))
                         },
                     };
                     let answered = ready!(this.hedge.poll(this.call, future, cx, &mut racers));
@@ -205,6 +207,14 @@ where
             this.state.set(State::Done);
             return Poll::Ready(result);
         }
+    }
+}
+
+/// A hedge's clone of the inner service, while it is driven ready: dropped when the race no longer
+/// needs it, so that it holds no place in the service's queue (a concurrency limit's, a buffer's).
+impl<S> HedgeContext for Option<S> {
+    fn release(&mut self) {
+        *self = None;
     }
 }
 
