@@ -43,7 +43,7 @@ impl RetryState {
         cooling: bool,
     ) -> Result<Option<Duration>, Rejected> {
         self.resolve_partition(request);
-        if let Err(p) = self.admit(request, 0) {
+        if let Err(p) = self.admit(request) {
             self.stop(StopReason::Throttled, None, request);
             return Err(Rejected::throttled(p, self.info()));
         }
@@ -56,11 +56,7 @@ impl RetryState {
     /// Asks `request`'s adaptive throttle whether an attempt may go out beside `in_flight` others of
     /// this call (a hedge, beside the attempt it races): `Err(p)` if it is rejected locally, with
     /// probability `p`. Always `Ok` without adaptive throttling.
-    pub(super) fn admit(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-        in_flight: u64,
-    ) -> Result<(), f64> {
+    pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
         let s = &*self.policy.shared;
         let Some(throttles) = &s.throttles else {
             return Ok(());
@@ -68,9 +64,17 @@ impl RetryState {
         let delays = &mut self.delays;
         throttles
             .of(request.and_then(Host::of))
-            .admit(Instant::now(), in_flight, || {
-                Schedules::of(delays, s).transient.unit()
-            })
+            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
+    }
+
+    /// Tells `request`'s adaptive throttle, if the policy keeps one, that an attempt of it was
+    /// answered, `accepted` or not (a time limit, for one: the backend did not answer in time).
+    pub(crate) fn count_answered(&self, request: Option<&RequestView<'_>>, accepted: bool) {
+        if let Some(throttles) = &self.policy.shared.throttles {
+            throttles
+                .of(request.and_then(Host::of))
+                .answered(Instant::now(), accepted);
+        }
     }
 
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
@@ -177,7 +181,7 @@ impl RetryState {
     /// and its withdrawal is final: call this only when the hedge can be sent at once.
     pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
         // Judged beside the attempt it races, which is not answered yet.
-        if !self.may_hedge(request) || self.admit(request, 1).is_err() {
+        if !self.may_hedge(request) || self.admit(request).is_err() {
             return false;
         }
         match self.withdraw(request, RetryKind::Plain) {
@@ -206,11 +210,7 @@ impl RetryState {
     /// not make it look as if it refused half of what it was sent.
     pub(crate) fn count_lost(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
-        if let Some(throttles) = &self.policy.shared.throttles {
-            throttles
-                .of(request.and_then(Host::of))
-                .accepted(Instant::now());
-        }
+        self.count_answered(request, true);
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -249,11 +249,8 @@ impl RetryState {
             .cooldowns
             .as_ref()
             .filter(|cooldowns| attempt.signal.starts_a_cooldown() || cooldowns.is_armed());
-        let accepted = s
-            .throttles
-            .as_ref()
-            .filter(|_| !attempt.outcome.is_retryable());
-        if cooldown.is_none() && accepted.is_none() {
+        let throttle = s.throttles.as_ref();
+        if cooldown.is_none() && throttle.is_none() {
             return;
         }
         // The host's name is hashed once for both.
@@ -262,8 +259,9 @@ impl RetryState {
             let sent = self.delays.as_ref().and_then(|d| d.slot);
             cooldowns.observe(host, attempt.signal, Instant::now(), sent);
         }
-        if let Some(throttles) = accepted {
-            throttles.of(host).accepted(Instant::now());
+        if let Some(throttles) = throttle {
+            let accepted = !attempt.outcome.is_retryable();
+            throttles.of(host).answered(Instant::now(), accepted);
         }
     }
 

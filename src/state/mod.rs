@@ -365,6 +365,8 @@ impl RetryState {
     /// The deadline passed while an attempt was in flight, which counts as made.
     pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
+        // To adaptive throttling, an answer not had in time.
+        self.count_answered(request, false);
         self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
     }
 
@@ -536,7 +538,7 @@ impl RetryState {
             return (Decision::Stop(StopReason::Deadline), cause);
         }
         // Adaptive throttling is asked before the budget, so that a retry it rejects spends nothing.
-        if self.admit(request, 0).is_err() {
+        if self.admit(request).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
         // A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
