@@ -90,6 +90,15 @@ impl<Req, K> Held<Req, K> {
         Held::Kept(replay.keep(request))
     }
 
+    /// Whether a retry can be made from what is held: a copy, or a recording of a whole body.
+    pub(crate) fn replayable(&self) -> bool {
+        match self {
+            Held::Copy(_) => true,
+            Held::Recording(recorded) => recorded.replayable(),
+            Held::Kept(_) => false,
+        }
+    }
+
     /// The request as judging sees it.
     pub(crate) fn sent(&self) -> Sent<'_, Req, K> {
         match self {
@@ -167,6 +176,8 @@ where
 pub(crate) trait Source<N> {
     /// The attempt's request as an HTTP request, if it is one.
     fn view(&self) -> Option<RequestView<'_>>;
+    /// Whether [`next`](Self::next) can make a retry: asked before the retry is decided.
+    fn replayable(&self) -> bool;
     /// The request for the retry; `again` says whether another retry may follow it.
     fn next(&mut self, again: bool) -> Option<N>;
 }
@@ -175,6 +186,10 @@ pub(crate) trait Source<N> {
 impl Source<()> for () {
     fn view(&self) -> Option<RequestView<'_>> {
         None
+    }
+
+    fn replayable(&self) -> bool {
+        true
     }
 
     fn next(&mut self, _again: bool) -> Option<()> {
@@ -198,6 +213,10 @@ where
 {
     fn view(&self) -> Option<RequestView<'_>> {
         self.replay.view(self.held.sent())
+    }
+
+    fn replayable(&self) -> bool {
+        self.held.replayable()
     }
 
     fn next(&mut self, again: bool) -> Option<N> {

@@ -196,6 +196,12 @@ impl<Req> Recorded<Req> {
     pub fn request(&self) -> &Req {
         &self.template
     }
+
+    /// Whether a retry can be made from the recording: the body ended within the limit.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn replayable(&self) -> bool {
+        self.recorder.is_whole()
+    }
 }
 
 impl<Req> fmt::Debug for Recorded<Req> {

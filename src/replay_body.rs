@@ -75,6 +75,11 @@ impl Recorder {
         };
     }
 
+    /// Whether the body ended within the limit, every byte kept.
+    pub(crate) fn is_whole(&self) -> bool {
+        self.state().complete
+    }
+
     /// The whole body, if it ended within the limit; one contiguous buffer (a single chunk is shared,
     /// not copied).
     pub(crate) fn body(&self) -> Option<Bytes> {

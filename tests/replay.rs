@@ -4,6 +4,10 @@
 //! wiremock server on loopback.
 #![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
 
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -149,6 +153,93 @@ async fn a_body_of_exactly_the_buffer_is_replayed() {
     let server = server().await;
     let response = through_middleware(&server, 10 * 1024).await;
     a_503_is_retried_with_the_identical_body(response, &server).await;
+}
+
+fn middleware(policy: RetryPolicy) -> reqwest_middleware::ClientWithMiddleware {
+    ClientBuilder::new(reqwest_client())
+        .with(RetryMiddleware::new(policy))
+        .build()
+}
+
+/// `RetryLayer` over `reqwest::Client`: a PUT of `body` to `url`, with `headers`.
+async fn put_through_layer(
+    policy: RetryPolicy,
+    url: &str,
+    headers: &[(&'static str, &str)],
+    body: reqwest::Body,
+) -> Result<reqwest::Response, stagger::Error<reqwest::Error>> {
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(reqwest_client());
+    let mut request = reqwest::Request::new(reqwest::Method::PUT, url.parse().unwrap());
+    for (name, value) in headers {
+        request.headers_mut().insert(*name, value.parse().unwrap());
+    }
+    *request.body_mut() = Some(body);
+    client.oneshot(request).await
+}
+
+/// A `503` to a stream longer than the buffer: the retry it calls for cannot be made, so none is
+/// reported — no time slept, no `on_retry`, no "retrying" event — and the call stops as not
+/// replayable, on the `503`.
+async fn no_retry_is_reported_for_a_stream_past_the_buffer(
+    send: impl AsyncFnOnce(RetryPolicy, String) -> reqwest::Response,
+) {
+    let server = server().await;
+    let hooked = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&hooked);
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::from_millis(250)))
+        .replay_buffer(1024)
+        .on_retry(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let events = common::capture();
+    let response = send(policy, format!("{}/upload", server.uri())).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    assert_eq!(info.attempts(), 1);
+    assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
+    assert_eq!(info.slept(), Duration::ZERO);
+    assert_eq!(hooked.load(Ordering::SeqCst), 0);
+    let events = events.stagger();
+    assert!(
+        events.iter().all(|e| e.message != "retrying"),
+        "{events:#?}"
+    );
+    let [gave_up] = events.as_slice() else {
+        panic!("one event: {events:#?}");
+    };
+    assert_eq!(gave_up.message, "gave up while still failing");
+    assert_eq!(gave_up.field("error.type"), "503");
+    assert_eq!(gave_up.field("slept_ms"), "0");
+    assert_eq!(gave_up.field("stop.reason"), "request cannot be replayed");
+    assert_eq!(bodies_received(&server).await, [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_reports_no_retry_for_a_stream_past_the_buffer() {
+    no_retry_is_reported_for_a_stream_past_the_buffer(async |policy, url| {
+        middleware(policy)
+            .put(url)
+            .body(streaming())
+            .send()
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_reports_no_retry_for_a_stream_past_the_buffer() {
+    no_retry_is_reported_for_a_stream_past_the_buffer(async |policy, url| {
+        put_through_layer(policy, &url, &[], streaming())
+            .await
+            .unwrap()
+    })
+    .await;
 }
 
 /// Over hyper-util's client, a service of `http::Request<ReplayBody<B>>`.
