@@ -12,7 +12,7 @@ use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
 #[cfg(feature = "reqwest")]
 use crate::replay_body::Recording;
-use crate::replay_body::{Recorder, ReplayBody};
+use crate::replay_body::{Recorder, ReplayBody, declared_length};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///
@@ -286,6 +286,7 @@ where
 /// they are sent, within the policy's `replay_buffer`, and replayed from the recording.
 impl<B, Res, E> Replay<http::Request<ReplayBody<B>>, Res, E> for HttpReplay
 where
+    B: http_body::Body,
     Res: HttpResponse,
     E: AsError,
 {
@@ -329,7 +330,8 @@ where
         request: &mut http::Request<ReplayBody<B>>,
         limit: usize,
     ) -> Option<Recorded<http::Request<ReplayBody<B>>>> {
-        let recorder = request.body_mut().record(limit)?;
+        let declared = declared_length(request.headers());
+        let recorder = request.body_mut().record(limit, declared)?;
         Some(Recorded {
             template: with_body(request, ReplayBody::replayed(Bytes::new())),
             recorder,
@@ -397,7 +399,7 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         let body = request.body_mut().take()?;
         // Without its body the request copies; the body goes back, recording as it streams out.
         let template = request.try_clone();
-        let recorder = Recorder::new(limit);
+        let recorder = Recorder::start(limit, declared_length(request.headers()), &body);
         *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
             body,
             Some(Arc::clone(&recorder)),
