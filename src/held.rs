@@ -59,7 +59,8 @@ pub(crate) enum Held<Req, K> {
     /// A copy for the retries.
     Copy(Req),
     /// A request whose body could not be copied, being recorded as it streams out: the retries are
-    /// made from the recording (the policy's `replay_buffer`).
+    /// made from the recording (the policy's `replay_buffer`), or, if the body was dropped unread,
+    /// with the body itself.
     ///
     /// Boxed: rare, and it would otherwise make every request's future a word larger.
     Recording(Box<Recorded<Req>>),
@@ -117,15 +118,26 @@ impl<Req, K> Held<Req, K> {
     {
         let held = match self {
             Held::Copy(held) => held,
-            Held::Recording(recorded) => {
+            Held::Recording(recorded) if recorded.is_whole() => {
                 // The recording becomes the held copy, from which this retry and any later one are
-                // copied; `None` if the body did not end within the limit.
+                // copied.
                 let replayed = replay.replay(recorded)?;
                 *self = Held::Copy(replayed);
                 let Held::Copy(held) = self else {
                     return None;
                 };
                 held
+            }
+            Held::Recording(recorded) => {
+                // The body came back unread (`None` if it did not: it did not end within the limit),
+                // and goes out itself, recorded again if another retry may follow.
+                let mut request = replay.replay(recorded)?;
+                let limit = recorded.limit();
+                *self = match again.then(|| replay.start_recording(&mut request, limit)) {
+                    Some(Some(recorded)) => Held::Recording(Box::new(recorded)),
+                    Some(None) | None => Held::Kept(replay.keep(&request)),
+                };
+                return Some(request);
             }
             Held::Kept(_) => return None,
         };

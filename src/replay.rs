@@ -3,16 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
-#[cfg(feature = "reqwest")]
-use crate::replay_body::Recording;
 use crate::replay_body::{Recorder, ReplayBody, declared_length};
+#[cfg(feature = "reqwest")]
+use crate::replay_body::{Recording, Unread};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///
@@ -175,9 +174,11 @@ pub trait Replay<Req, Res, E> {
         None
     }
 
-    /// The request for a retry, made from a recording: `None` if the body did not end within the
-    /// limit (or ended with trailers or an error), in which case the call ends with the result in
-    /// hand. Only called with what [`start_recording`](Self::start_recording) returned.
+    /// The request for a retry, made from a recording: with the recorded body, or, if the body was
+    /// dropped before any of it was read (the attempt failed before sending it), with the body itself.
+    /// `None` if neither is there — the body did not end within the limit, or ended with trailers or an
+    /// error — in which case the call ends with the result in hand. Only called with what
+    /// [`start_recording`](Self::start_recording) returned.
     fn replay(&self, recorded: &Recorded<Req>) -> Option<Req> {
         let _ = recorded;
         None
@@ -187,8 +188,14 @@ pub trait Replay<Req, Res, E> {
 /// A request whose body is being recorded for a retry (see [`Replay::start_recording`]): the request
 /// without its body, and the recording.
 pub struct Recorded<Req> {
+    /// The request but for its body. A `ReplayBody`'s template holds, as its body, the slot where the
+    /// body comes back if it is dropped unread.
     template: Req,
     recorder: Arc<Recorder>,
+    /// Where a reqwest body comes back if it is dropped unread: a `reqwest::Body` has no room for the
+    /// slot, as a `ReplayBody` has.
+    #[cfg(feature = "reqwest")]
+    unread: Option<Arc<Unread<reqwest::Body>>>,
 }
 
 impl<Req> Recorded<Req> {
@@ -197,10 +204,22 @@ impl<Req> Recorded<Req> {
         &self.template
     }
 
-    /// Whether a retry can be made from the recording: the body ended within the limit.
+    /// Whether a retry can be made: the body ended within the limit, or it came back unread.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn replayable(&self) -> bool {
+        self.recorder.is_replayable()
+    }
+
+    /// Whether the recording holds the whole body, which a retry sends rather than the body itself.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn is_whole(&self) -> bool {
         self.recorder.is_whole()
+    }
+
+    /// The most the recording keeps: the policy's `replay_buffer`.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn limit(&self) -> usize {
+        self.recorder.limit()
     }
 }
 
@@ -331,10 +350,12 @@ where
         limit: usize,
     ) -> Option<Recorded<http::Request<ReplayBody<B>>>> {
         let declared = declared_length(request.headers());
-        let recorder = request.body_mut().record(limit, declared)?;
+        let (recorder, unread) = request.body_mut().record(limit, declared)?;
         Some(Recorded {
-            template: with_body(request, ReplayBody::replayed(Bytes::new())),
+            template: with_body(request, unread),
             recorder,
+            #[cfg(feature = "reqwest")]
+            unread: None,
         })
     }
 
@@ -342,8 +363,11 @@ where
         &self,
         recorded: &Recorded<http::Request<ReplayBody<B>>>,
     ) -> Option<http::Request<ReplayBody<B>>> {
-        let bytes = recorded.recorder.body()?;
-        Some(with_body(&recorded.template, ReplayBody::replayed(bytes)))
+        let body = match recorded.recorder.body() {
+            Some(bytes) => ReplayBody::replayed(bytes),
+            None => ReplayBody::new(recorded.template.body().take_unread()?),
+        };
+        Some(with_body(&recorded.template, body))
     }
 }
 
@@ -400,20 +424,26 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         // Without its body the request copies; the body goes back, recording as it streams out.
         let template = request.try_clone();
         let recorder = Recorder::start(limit, declared_length(request.headers()), &body);
+        let unread = Unread::new();
         *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
             body,
             Some(Arc::clone(&recorder)),
+            Some(Arc::clone(&unread)),
         )));
         Some(Recorded {
             template: template?,
             recorder,
+            unread: Some(unread),
         })
     }
 
     fn replay(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
-        let body = recorded.recorder.body()?;
         let mut request = recorded.template.try_clone()?;
-        *request.body_mut() = Some(reqwest::Body::from(body));
+        let body = match recorded.recorder.body() {
+            Some(bytes) => reqwest::Body::from(bytes),
+            None => recorded.unread.as_ref()?.take()?,
+        };
+        *request.body_mut() = Some(body);
         Some(request)
     }
 }

@@ -10,6 +10,12 @@
 //! to learn that: hyper never polls a body whose `is_end_stream()` is true, stops after the frame that
 //! makes it true, and stops once it has sent the length the request declared (its `Content-Length`,
 //! or the body's exact size hint). Each of these ends the recording too.
+//!
+//! A body that was never read — the attempt failed before the client polled it, as when the
+//! connection is refused — needs no recording: no byte of it left, and it is still whole. When the
+//! request is dropped, its body goes back to a slot ([`Unread`]) that the retry takes it from, without
+//! a copy, whatever its length. Only a dropped body is taken, never one a client still holds: no
+//! connection can be sending it meanwhile.
 
 use std::fmt;
 use std::pin::Pin;
@@ -31,10 +37,14 @@ pub(crate) struct Recorder {
 
 /// How far a recording has got.
 enum Tape {
+    /// The body has yielded nothing yet: it is whole as given.
+    Unread,
     /// The chunks so far; the body has not said it ended.
     Partial(Chunks),
     /// The body ended, and every byte of it was kept.
     Whole(Chunks),
+    /// The body was dropped before it yielded anything, and went back to its [`Unread`] slot.
+    Returned,
     /// The body went past the limit, yielded trailers or failed: it cannot be replayed.
     Lost,
 }
@@ -54,7 +64,7 @@ impl Recorder {
         let tape = if body.is_end_stream() || declared == Some(0) {
             Tape::Whole(Chunks::default())
         } else {
-            Tape::Partial(Chunks::default())
+            Tape::Unread
         };
         Arc::new(Self {
             limit,
@@ -71,16 +81,19 @@ impl Recorder {
     /// Keeps `chunk`; `at_end` is whether the body said, once it had yielded it, that it has ended.
     fn push(&self, chunk: &Bytes, at_end: bool) {
         let mut tape = self.tape();
-        let mut kept = match std::mem::replace(&mut *tape, Tape::Lost) {
-            Tape::Partial(kept) | Tape::Whole(kept) => kept,
-            Tape::Lost => return,
+        let mut kept = match &mut *tape {
+            Tape::Unread => Chunks::default(),
+            Tape::Partial(kept) | Tape::Whole(kept) => std::mem::take(kept),
+            // A body polled after it was dropped, or past its end: nothing to keep.
+            Tape::Returned | Tape::Lost => return,
         };
-        // Past the limit, what was kept is no use, and is freed at once (the tape stays lost).
         let Some(len) = kept
             .len
             .checked_add(chunk.len())
             .filter(|&len| len <= self.limit)
         else {
+            // Past the limit, what was kept is no use, and is freed at once.
+            *tape = Tape::Lost;
             return;
         };
         kept.len = len;
@@ -97,9 +110,13 @@ impl Recorder {
     /// The body was polled to its end.
     fn finish(&self) {
         let mut tape = self.tape();
-        if let Tape::Partial(kept) = &mut *tape {
-            let kept = std::mem::take(kept);
-            *tape = Tape::Whole(kept);
+        match &mut *tape {
+            Tape::Unread => *tape = Tape::Whole(Chunks::default()),
+            Tape::Partial(kept) => {
+                let kept = std::mem::take(kept);
+                *tape = Tape::Whole(kept);
+            }
+            Tape::Whole(_) | Tape::Returned | Tape::Lost => {}
         }
     }
 
@@ -108,8 +125,22 @@ impl Recorder {
     }
 
     /// Whether the body ended within the limit, every byte kept.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn is_whole(&self) -> bool {
         matches!(*self.tape(), Tape::Whole(_))
+    }
+
+    /// Whether a retry can send the body again: its recording is whole, or the body itself came back
+    /// unread.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn is_replayable(&self) -> bool {
+        matches!(*self.tape(), Tape::Whole(_) | Tape::Returned)
+    }
+
+    /// The most a recording keeps.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) const fn limit(&self) -> usize {
+        self.limit
     }
 
     /// The whole body, if it ended within the limit; one contiguous buffer (a single chunk is shared,
@@ -143,8 +174,10 @@ pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (tape, recorded) = match &*self.tape() {
+            Tape::Unread => ("unread", 0),
             Tape::Partial(kept) => ("partial", kept.len),
             Tape::Whole(kept) => ("whole", kept.len),
+            Tape::Returned => ("returned", 0),
             Tape::Lost => ("lost", 0),
         };
         f.debug_struct("Recorder")
@@ -156,15 +189,61 @@ impl fmt::Debug for Recorder {
     }
 }
 
-/// Passes a body through, its data as `Bytes`, recording what it yields once it has a recorder.
+/// Where a body that was dropped unread goes back, for a retry to send it (see [`Recording`]).
+pub(crate) struct Unread<B>(Mutex<Option<B>>);
+
+impl<B> Unread<B> {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new(None)))
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<B>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The body, if it came back unread; at most once.
+    pub(crate) fn take(&self) -> Option<B> {
+        self.slot().take()
+    }
+}
+
+/// Passes a body through, its data as `Bytes`, recording what it yields once it has a recorder. If it
+/// is dropped before it yielded anything, the body goes back to its [`Unread`] slot.
 pub(crate) struct Recording<B> {
-    inner: B,
+    /// `None` only once dropped.
+    inner: Option<B>,
     recorder: Option<Arc<Recorder>>,
+    unread: Option<Arc<Unread<B>>>,
 }
 
 impl<B> Recording<B> {
-    pub(crate) const fn new(inner: B, recorder: Option<Arc<Recorder>>) -> Self {
-        Self { inner, recorder }
+    pub(crate) const fn new(
+        inner: B,
+        recorder: Option<Arc<Recorder>>,
+        unread: Option<Arc<Unread<B>>>,
+    ) -> Self {
+        Self {
+            inner: Some(inner),
+            recorder,
+            unread,
+        }
+    }
+}
+
+impl<B> Drop for Recording<B> {
+    fn drop(&mut self) {
+        let (Some(recorder), Some(unread)) = (&self.recorder, &self.unread) else {
+            return;
+        };
+        // The tape is locked while the body goes back, so that a recorder that says it has returned
+        // has its body in the slot.
+        let mut tape = recorder.tape();
+        if matches!(*tape, Tape::Unread)
+            && let Some(body) = self.inner.take()
+        {
+            *unread.slot() = Some(body);
+            *tape = Tape::Returned;
+        }
     }
 }
 
@@ -181,7 +260,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = &mut *self;
-        let polled = ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = ready!(Pin::new(&mut *inner).poll_frame(cx));
         let recorder = this.recorder.as_deref();
         Poll::Ready(match polled {
             None => {
@@ -192,7 +274,7 @@ where
                 Ok(mut data) => {
                     let chunk = data.copy_to_bytes(data.remaining());
                     if let Some(recorder) = recorder {
-                        recorder.push(&chunk, this.inner.is_end_stream());
+                        recorder.push(&chunk, inner.is_end_stream());
                     }
                     Frame::data(chunk)
                 }
@@ -210,11 +292,13 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(B::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), B::size_hint)
     }
 }
 
@@ -227,8 +311,9 @@ where
 /// byte. The recording is whole once the body has ended: polled to its end, or, as hyper sends it
 /// without that last poll, once it says it has (`is_end_stream()`, an empty body included) or has
 /// yielded the length the request declared (its `Content-Length`, or the body's exact size hint). A
-/// body longer than the buffer, or one that ends with trailers or an error, is sent once, and the
-/// result is returned as received. `reqwest::Request`s need no wrapper: the adapters record a
+/// body that was never read (the connection was refused) is not copied at all: the retry sends the
+/// body itself, whatever its length. A body longer than the buffer that was sent, or one that ends
+/// with trailers or an error, is sent once, and the result is returned as received. `reqwest::Request`s need no wrapper: the adapters record a
 /// streaming reqwest body themselves.
 ///
 /// The inner service must accept `http::Request<ReplayBody<B>>`; `ReplayBody` is an
@@ -279,13 +364,16 @@ enum Inner<B> {
     Streaming(Recording<B>),
     /// A recording, sent again.
     Replayed(Option<Bytes>),
+    /// Not sent: the body of the request a retry is made from, where the body being recorded comes
+    /// back if it is dropped unread.
+    Unread(Arc<Unread<B>>),
 }
 
 impl<B> ReplayBody<B> {
     /// Wraps `body`, to be recorded as it streams out.
     pub const fn new(body: B) -> Self {
         Self {
-            inner: Inner::Streaming(Recording::new(body, None)),
+            inner: Inner::Streaming(Recording::new(body, None, None)),
         }
     }
 
@@ -300,20 +388,43 @@ impl<B> ReplayBody<B> {
     pub(crate) fn replayed_bytes(&self) -> Option<&Bytes> {
         match &self.inner {
             Inner::Replayed(bytes) => bytes.as_ref(),
-            Inner::Streaming(_) => None,
+            Inner::Streaming(_) | Inner::Unread(_) => None,
+        }
+    }
+
+    /// For the body [`record`](Self::record) returned: the body recorded, if it came back unread.
+    pub(crate) fn take_unread(&self) -> Option<B> {
+        match &self.inner {
+            Inner::Unread(unread) => unread.take(),
+            Inner::Streaming(_) | Inner::Replayed(_) => None,
         }
     }
 }
 
 impl<B: Body> ReplayBody<B> {
     /// Starts recording a body not sent yet, up to `limit` bytes, of a request that `declared` its
-    /// length; `None` for a replayed body, or one already recording.
-    pub(crate) fn record(&mut self, limit: usize, declared: Option<u64>) -> Option<Arc<Recorder>> {
+    /// length: the recorder, and a body that is never sent, for the request a retry is made from,
+    /// where this one comes back if it is dropped unread ([`take_unread`](Self::take_unread)). `None`
+    /// for a replayed body, or one already recording.
+    pub(crate) fn record(
+        &mut self,
+        limit: usize,
+        declared: Option<u64>,
+    ) -> Option<(Arc<Recorder>, Self)> {
         match &mut self.inner {
-            Inner::Streaming(Recording { inner, recorder }) if recorder.is_none() => {
+            Inner::Streaming(Recording {
+                inner: Some(inner),
+                recorder: recorder @ None,
+                unread,
+            }) => {
                 let new = Recorder::start(limit, declared, inner);
+                let slot = Unread::new();
                 *recorder = Some(Arc::clone(&new));
-                Some(new)
+                *unread = Some(Arc::clone(&slot));
+                let template = Self {
+                    inner: Inner::Unread(slot),
+                };
+                Some((new, template))
             }
             _ => None,
         }
@@ -331,6 +442,7 @@ impl<B> fmt::Debug for ReplayBody<B> {
                 .debug_struct("ReplayBody")
                 .field("replayed", &bytes.as_ref().map(Bytes::len))
                 .finish(),
+            Inner::Unread(_) => f.debug_struct("ReplayBody").finish_non_exhaustive(),
         }
     }
 }
@@ -350,6 +462,7 @@ where
         match &mut self.inner {
             Inner::Streaming(recording) => Pin::new(recording).poll_frame(cx),
             Inner::Replayed(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Inner::Unread(_) => Poll::Ready(None),
         }
     }
 
@@ -357,6 +470,7 @@ where
         match &self.inner {
             Inner::Streaming(recording) => recording.is_end_stream(),
             Inner::Replayed(bytes) => bytes.is_none(),
+            Inner::Unread(_) => true,
         }
     }
 
@@ -366,6 +480,7 @@ where
             Inner::Replayed(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
+            Inner::Unread(_) => SizeHint::with_exact(0),
         }
     }
 }
@@ -462,5 +577,50 @@ mod tests {
         let recorder = Recorder::start(64, None, &full);
         recorder.push(&Bytes::from_static(b"hello"), false);
         assert_eq!(recorder.body().unwrap(), "hello");
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    fn recording<B: Body>(body: B) -> (Recording<B>, Arc<Recorder>, Arc<Unread<B>>) {
+        let recorder = Recorder::start(64, None, &body);
+        let unread = Unread::new();
+        let recording =
+            Recording::new(body, Some(Arc::clone(&recorder)), Some(Arc::clone(&unread)));
+        (recording, recorder, unread)
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    fn poll<B: Body<Data = Bytes> + Unpin>(recording: &mut Recording<B>) -> bool
+    where
+        B::Error: fmt::Debug,
+    {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        Pin::new(recording).poll_frame(&mut cx).is_ready()
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[test]
+    fn a_body_dropped_before_it_yielded_anything_goes_back_whole() {
+        let (mut recording, recorder, unread) = recording(Streaming);
+        assert!(!poll(&mut recording)); // a pending poll yields nothing
+        assert!(!recorder.is_replayable());
+        drop(recording);
+        assert!(recorder.is_replayable());
+        assert!(!recorder.is_whole()); // nothing recorded: the body itself is sent
+        assert!(unread.take().is_some());
+        assert!(unread.take().is_none()); // taken once
+    }
+
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[test]
+    fn a_body_dropped_after_a_frame_stays_with_its_recording() {
+        let frames = [b"a", b"b"]
+            .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(c))));
+        let (mut recording, recorder, unread) = recording(http_body_util::StreamBody::new(
+            futures::stream::iter(frames),
+        ));
+        assert!(poll(&mut recording));
+        drop(recording);
+        assert!(!recorder.is_replayable()); // part of it left, and it did not end
+        assert!(unread.take().is_none());
     }
 }

@@ -2,13 +2,15 @@
 //! is recorded as it goes out and sent again byte for byte, through `RetryMiddleware`, `RetryLayer`
 //! over `reqwest::Client`, and `RetryLayer` over hyper-util's client with `ReplayBody`, against a
 //! wiremock server on loopback; a body that tells its end without being polled to it (a length, an
-//! empty body) is whole too (`Backend`, an axum server on loopback).
+//! empty body) is whole too, and one that was never read goes to the retry itself (`Backend`, an axum
+//! server that may come up only after the first attempt was refused).
 #![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
 
 mod common;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +19,10 @@ use axum::extract::State;
 use bytes::Bytes;
 use reqwest::StatusCode;
 use reqwest_middleware::ClientBuilder;
-use stagger::{Backoff, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
+use stagger::{
+    Backoff, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, RetryPolicyBuilder, RetryReport,
+    StopReason,
+};
 use tower::{ServiceBuilder, ServiceExt};
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -202,6 +207,33 @@ async fn answer(State(backend): State<Backend>, body: Bytes) -> axum::http::Stat
     axum::http::StatusCode::from_u16(status).unwrap()
 }
 
+/// A policy with a 1 ms backoff, and `backend` brought up on a port that refuses connections until
+/// attempt `refused` has failed: the attempts until then fail to connect, the next finds the server.
+/// The base URL of that port.
+fn comes_up_after(
+    refused: u32,
+    builder: RetryPolicyBuilder,
+    backend: &Backend,
+) -> (RetryPolicy, String) {
+    // A port that was free a moment ago, and that nothing listens on now.
+    let addr: SocketAddr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let backend = backend.clone();
+    let up = AtomicBool::new(false);
+    let policy = builder
+        .backoff(Backoff::fixed(Duration::from_millis(1)))
+        .on_retry(move |retry| {
+            if retry.attempt == refused && !up.swap(true, Ordering::SeqCst) {
+                backend.serve(std::net::TcpListener::bind(addr).unwrap());
+            }
+        })
+        .build()
+        .unwrap();
+    (policy, format!("http://{addr}"))
+}
+
 /// 65 535 bytes in chunks of 8 KiB: urllib3's `test_retries_put_filehandle`.
 fn file() -> Vec<u8> {
     (0..65_535u32).map(|i| (i % 251) as u8).collect()
@@ -277,6 +309,95 @@ async fn layer_over_reqwest_replays_a_stream_sent_with_its_content_length() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
     assert_eq!(backend.bodies(), [file(), file()]);
+}
+
+/// A connection refused: no byte of the body left, and the body itself goes to the retry, even one
+/// longer than the replay buffer.
+async fn middleware_retries_an_unread_stream(refused: u32, replay_buffer: usize) {
+    let backend = Backend::new(&[]);
+    let (policy, base) = comes_up_after(
+        refused,
+        RetryPolicy::builder().replay_buffer(replay_buffer),
+        &backend,
+    );
+    let report = RetryReport::new();
+    let result = middleware(policy)
+        .put(format!("{base}/upload"))
+        .body(streaming())
+        .with_extension(report.clone())
+        .send()
+        .await;
+    let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", report.get()));
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        attempts(&response),
+        (refused + 1, Some(StopReason::Success))
+    );
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_once_the_server_comes_up() {
+    middleware_retries_an_unread_stream(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_past_the_buffer_once_the_server_comes_up() {
+    middleware_retries_an_unread_stream(1, 1024).await;
+}
+
+/// The retry of an unread body is the last attempt the policy allows: it is sent without recording.
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_as_the_last_attempt() {
+    let backend = Backend::new(&[]);
+    let builder = RetryPolicy::builder().max_retries(1);
+    let (policy, base) = comes_up_after(1, builder, &backend);
+    let response = middleware(policy)
+        .put(format!("{base}/upload"))
+        .body(streaming())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_after_two_refused_connections() {
+    middleware_retries_an_unread_stream(2, 1024).await;
+}
+
+async fn layer_over_reqwest_retries_an_unread_stream(refused: u32, replay_buffer: usize) {
+    let backend = Backend::new(&[]);
+    let (policy, base) = comes_up_after(
+        refused,
+        RetryPolicy::builder().replay_buffer(replay_buffer),
+        &backend,
+    );
+    let result = put_through_layer(policy, &format!("{base}/upload"), &[], streaming()).await;
+    let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", e.info()));
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        attempts(&response),
+        (refused + 1, Some(StopReason::Success))
+    );
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_once_the_server_comes_up() {
+    layer_over_reqwest_retries_an_unread_stream(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_past_the_buffer_once_the_server_comes_up() {
+    layer_over_reqwest_retries_an_unread_stream(1, 1024).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_after_two_refused_connections() {
+    layer_over_reqwest_retries_an_unread_stream(2, 1024).await;
 }
 
 /// A `503` to a stream longer than the buffer: the retry it calls for cannot be made, so none is
@@ -517,5 +638,38 @@ mod hyper_util_client {
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["x-attempts"], "2");
         assert_eq!(backend.bodies(), [file(), file()]);
+    }
+
+    /// A connection refused: the body was never read, and goes to the retry itself.
+    async fn sends_an_unread_body_once_the_server_comes_up(refused: u32, replay_buffer: usize) {
+        let backend = Backend::new(&[]);
+        let (policy, base) = comes_up_after(
+            refused,
+            RetryPolicy::builder().replay_buffer(replay_buffer),
+            &backend,
+        );
+        let result = put(policy, &format!("{base}/upload"), body()).await;
+        let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", e.info()));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            attempts(&response),
+            (refused + 1, Some(StopReason::Success))
+        );
+        assert_eq!(backend.bodies(), [whole()]);
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_is_sent_once_the_server_comes_up() {
+        sends_an_unread_body_once_the_server_comes_up(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_past_the_buffer_is_sent_once_the_server_comes_up() {
+        sends_an_unread_body_once_the_server_comes_up(1, 1024).await;
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_is_sent_after_two_refused_connections() {
+        sends_an_unread_body_once_the_server_comes_up(2, 1024).await;
     }
 }
