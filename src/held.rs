@@ -91,7 +91,8 @@ impl<Req, K> Held<Req, K> {
         Held::Kept(replay.keep(request))
     }
 
-    /// Whether a retry can be made from what is held: a copy, or a recording of a whole body.
+    /// Whether a retry can be made from what is held: a copy, a recording of a whole body, or a body
+    /// that came back unread.
     pub(crate) fn replayable(&self) -> bool {
         match self {
             Held::Copy(_) => true,

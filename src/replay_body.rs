@@ -313,8 +313,8 @@ where
 /// yielded the length the request declared (its `Content-Length`, or the body's exact size hint). A
 /// body that was never read (the connection was refused) is not copied at all: the retry sends the
 /// body itself, whatever its length. A body longer than the buffer that was sent, or one that ends
-/// with trailers or an error, is sent once, and the result is returned as received. `reqwest::Request`s need no wrapper: the adapters record a
-/// streaming reqwest body themselves.
+/// with trailers or an error, is sent once, and the result is returned as received.
+/// `reqwest::Request`s need no wrapper: the adapters record a streaming reqwest body themselves.
 ///
 /// The inner service must accept `http::Request<ReplayBody<B>>`; `ReplayBody` is an
 /// [`http_body::Body`] whose data is [`Bytes`], as hyper-util's client takes.
