@@ -199,9 +199,14 @@ impl<Res> Call<Res> {
     /// gives the attempt's request, for the events logged, and the next one, told whether a retry may
     /// follow it.
     ///
-    /// A failed result is dropped before the pause (so that its connection goes back to the pool, or is
-    /// closed, now rather than after it), unless it is a response kept for the deadline. If `next` cannot
-    /// copy the request, the result is returned as it is, stopped as not replayable.
+    /// The state machine is told whether the source can make a retry before it decides, so that a retry
+    /// it cannot send (a streamed body that did not fit the replay buffer) is never decided, slept,
+    /// logged or counted. A failed result is dropped before the pause (so that its connection goes back
+    /// to the pool, or is closed, now rather than after it), unless it is a response kept for the
+    /// deadline. If `next` still cannot copy the request (a [`Replay`] that broke its contract), the
+    /// result is returned as it is, stopped as not replayable.
+    ///
+    /// [`Replay`]: crate::adapter::Replay
     #[inline]
     pub(crate) fn conclude<E, N>(
         &mut self,
@@ -218,9 +223,10 @@ impl<Res> Call<Res> {
                 return ControlFlow::Break(self.at_deadline(record));
             }
         };
+        let replayable = source.replayable();
         let decision = self
             .retry
-            .decide_for(attempt.replayable(true), source.view().as_ref());
+            .decide_for(attempt.replayable(replayable), source.view().as_ref());
         let delay = match decision {
             Decision::Retry(delay) => delay,
             Decision::Stop(_) => return ControlFlow::Break(self.end(result, record)),

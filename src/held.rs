@@ -59,7 +59,8 @@ pub(crate) enum Held<Req, K> {
     /// A copy for the retries.
     Copy(Req),
     /// A request whose body could not be copied, being recorded as it streams out: the retries are
-    /// made from the recording (the policy's `replay_buffer`).
+    /// made from the recording (the policy's `replay_buffer`), or, if the body was dropped unread,
+    /// with the body itself.
     ///
     /// Boxed: rare, and it would otherwise make every request's future a word larger.
     Recording(Box<Recorded<Req>>),
@@ -90,6 +91,16 @@ impl<Req, K> Held<Req, K> {
         Held::Kept(replay.keep(request))
     }
 
+    /// Whether a retry can be made from what is held: a copy, a recording of a whole body, or a body
+    /// that came back unread.
+    pub(crate) fn replayable(&self) -> bool {
+        match self {
+            Held::Copy(_) => true,
+            Held::Recording(recorded) => recorded.replayable(),
+            Held::Kept(_) => false,
+        }
+    }
+
     /// The request as judging sees it.
     pub(crate) fn sent(&self) -> Sent<'_, Req, K> {
         match self {
@@ -108,15 +119,26 @@ impl<Req, K> Held<Req, K> {
     {
         let held = match self {
             Held::Copy(held) => held,
-            Held::Recording(recorded) => {
+            Held::Recording(recorded) if recorded.is_whole() => {
                 // The recording becomes the held copy, from which this retry and any later one are
-                // copied; `None` if the body did not end within the limit.
+                // copied.
                 let replayed = replay.replay(recorded)?;
                 *self = Held::Copy(replayed);
                 let Held::Copy(held) = self else {
                     return None;
                 };
                 held
+            }
+            Held::Recording(recorded) => {
+                // The body came back unread (`None` if it did not: it did not end within the limit),
+                // and goes out itself, recorded again if another retry may follow.
+                let mut request = replay.replay(recorded)?;
+                let limit = recorded.limit();
+                *self = match again.then(|| replay.start_recording(&mut request, limit)) {
+                    Some(Some(recorded)) => Held::Recording(Box::new(recorded)),
+                    Some(None) | None => Held::Kept(replay.keep(&request)),
+                };
+                return Some(request);
             }
             Held::Kept(_) => return None,
         };
@@ -167,6 +189,8 @@ where
 pub(crate) trait Source<N> {
     /// The attempt's request as an HTTP request, if it is one.
     fn view(&self) -> Option<RequestView<'_>>;
+    /// Whether [`next`](Self::next) can make a retry: asked before the retry is decided.
+    fn replayable(&self) -> bool;
     /// The request for the retry; `again` says whether another retry may follow it.
     fn next(&mut self, again: bool) -> Option<N>;
 }
@@ -175,6 +199,10 @@ pub(crate) trait Source<N> {
 impl Source<()> for () {
     fn view(&self) -> Option<RequestView<'_>> {
         None
+    }
+
+    fn replayable(&self) -> bool {
+        true
     }
 
     fn next(&mut self, _again: bool) -> Option<()> {
@@ -198,6 +226,10 @@ where
 {
     fn view(&self) -> Option<RequestView<'_>> {
         self.replay.view(self.held.sent())
+    }
+
+    fn replayable(&self) -> bool {
+        self.held.replayable()
     }
 
     fn next(&mut self, again: bool) -> Option<N> {

@@ -3,16 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, IDEMPOTENCY_KEY, Outcome, RequestView};
 use crate::http::{HttpResponse, judge, record};
 use crate::policy::RetryPolicy;
+use crate::replay_body::{Recorder, ReplayBody, declared_length};
 #[cfg(feature = "reqwest")]
-use crate::replay_body::Recording;
-use crate::replay_body::{Recorder, ReplayBody};
+use crate::replay_body::{Recording, Unread};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///
@@ -175,9 +174,11 @@ pub trait Replay<Req, Res, E> {
         None
     }
 
-    /// The request for a retry, made from a recording: `None` if the body did not end within the
-    /// limit (or ended with trailers or an error), in which case the call ends with the result in
-    /// hand. Only called with what [`start_recording`](Self::start_recording) returned.
+    /// The request for a retry, made from a recording: with the recorded body, or, if the body was
+    /// dropped before any of it was read (the attempt failed before sending it), with the body itself.
+    /// `None` if neither is there — the body did not end within the limit, or ended with trailers or an
+    /// error — in which case the call ends with the result in hand. Only called with what
+    /// [`start_recording`](Self::start_recording) returned.
     fn replay(&self, recorded: &Recorded<Req>) -> Option<Req> {
         let _ = recorded;
         None
@@ -187,14 +188,38 @@ pub trait Replay<Req, Res, E> {
 /// A request whose body is being recorded for a retry (see [`Replay::start_recording`]): the request
 /// without its body, and the recording.
 pub struct Recorded<Req> {
+    /// The request but for its body. A `ReplayBody`'s template holds, as its body, the slot where the
+    /// body comes back if it is dropped unread.
     template: Req,
     recorder: Arc<Recorder>,
+    /// Where a reqwest body comes back if it is dropped unread: a `reqwest::Body` has no room for the
+    /// slot, as a `ReplayBody` has.
+    #[cfg(feature = "reqwest")]
+    unread: Option<Arc<Unread<reqwest::Body>>>,
 }
 
 impl<Req> Recorded<Req> {
     /// The request as sent, but for its body: what judging and logging read.
     pub fn request(&self) -> &Req {
         &self.template
+    }
+
+    /// Whether a retry can be made: the body ended within the limit, or it came back unread.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn replayable(&self) -> bool {
+        self.recorder.is_replayable()
+    }
+
+    /// Whether the recording holds the whole body, which a retry sends rather than the body itself.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn is_whole(&self) -> bool {
+        self.recorder.is_whole()
+    }
+
+    /// The most the recording keeps: the policy's `replay_buffer`.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn limit(&self) -> usize {
+        self.recorder.limit()
     }
 }
 
@@ -280,6 +305,7 @@ where
 /// they are sent, within the policy's `replay_buffer`, and replayed from the recording.
 impl<B, Res, E> Replay<http::Request<ReplayBody<B>>, Res, E> for HttpReplay
 where
+    B: http_body::Body,
     Res: HttpResponse,
     E: AsError,
 {
@@ -323,10 +349,13 @@ where
         request: &mut http::Request<ReplayBody<B>>,
         limit: usize,
     ) -> Option<Recorded<http::Request<ReplayBody<B>>>> {
-        let recorder = request.body_mut().record(limit)?;
+        let declared = declared_length(request.headers());
+        let (recorder, unread) = request.body_mut().record(limit, declared)?;
         Some(Recorded {
-            template: with_body(request, ReplayBody::replayed(Bytes::new())),
+            template: with_body(request, unread),
             recorder,
+            #[cfg(feature = "reqwest")]
+            unread: None,
         })
     }
 
@@ -334,8 +363,11 @@ where
         &self,
         recorded: &Recorded<http::Request<ReplayBody<B>>>,
     ) -> Option<http::Request<ReplayBody<B>>> {
-        let bytes = recorded.recorder.body()?;
-        Some(with_body(&recorded.template, ReplayBody::replayed(bytes)))
+        let body = match recorded.recorder.body() {
+            Some(bytes) => ReplayBody::replayed(bytes),
+            None => ReplayBody::new(recorded.template.body().take_unread()?),
+        };
+        Some(with_body(&recorded.template, body))
     }
 }
 
@@ -391,21 +423,27 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         let body = request.body_mut().take()?;
         // Without its body the request copies; the body goes back, recording as it streams out.
         let template = request.try_clone();
-        let recorder = Recorder::new(limit);
+        let recorder = Recorder::start(limit, declared_length(request.headers()), &body);
+        let unread = Unread::new();
         *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
             body,
             Some(Arc::clone(&recorder)),
+            Some(Arc::clone(&unread)),
         )));
         Some(Recorded {
             template: template?,
             recorder,
+            unread: Some(unread),
         })
     }
 
     fn replay(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
-        let body = recorded.recorder.body()?;
         let mut request = recorded.template.try_clone()?;
-        *request.body_mut() = Some(reqwest::Body::from(body));
+        let body = match recorded.recorder.body() {
+            Some(bytes) => reqwest::Body::from(bytes),
+            None => recorded.unread.as_ref()?.take()?,
+        };
+        *request.body_mut() = Some(body);
         Some(request)
     }
 }

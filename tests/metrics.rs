@@ -182,6 +182,44 @@ fn a_call_that_gives_up_is_counted_by_its_stop_reason() {
     assert_eq!(metrics.get(&attempts), Some(&DebugValue::Counter(11)));
 }
 
+/// A `503` to a streamed PUT longer than the replay buffer: the retry it calls for cannot be sent, so
+/// none is counted, and the call ends having slept nothing.
+#[test]
+fn a_retry_that_cannot_be_sent_is_not_counted() {
+    let metrics = recorded(async || {
+        let server = server().await;
+        let policy = RetryPolicy::builder()
+            .backoff(Backoff::fixed(Duration::from_millis(250)))
+            .replay_buffer(1024)
+            .build()
+            .unwrap();
+        let client = ClientBuilder::new(reqwest_client())
+            .with(RetryMiddleware::new(policy))
+            .build();
+        let chunks = [Ok::<_, std::io::Error>(vec![7u8; 4096])];
+        let response = client
+            .put(format!("{}/down", server.uri()))
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 503);
+    });
+    assert!(
+        !metrics.keys().any(|(name, _)| name == names::RETRIES),
+        "{metrics:#?}"
+    );
+    let mut labels = labels("127.0.0.1", &[]);
+    labels.retain(|(k, _)| k != "http.request.method");
+    labels.push(("http.request.method".to_owned(), "PUT".to_owned()));
+    labels.sort();
+    let slept = (names::CALL_SLEPT.to_owned(), labels);
+    let Some(DebugValue::Histogram(slept)) = metrics.get(&slept) else {
+        panic!("{slept:?} in {metrics:#?}");
+    };
+    assert_eq!(slept.iter().map(|v| v.0).collect::<Vec<_>>(), [0.0]);
+}
+
 /// The `http.request.resend_count` recorded on spans, by span name.
 fn resend_counts() -> &'static Mutex<BTreeMap<String, String>> {
     static RECORDED: OnceLock<Mutex<BTreeMap<String, String>>> = OnceLock::new();

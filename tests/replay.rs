@@ -1,15 +1,28 @@
 //! The replay buffer (`RetryPolicyBuilder::replay_buffer`): a streaming body, which cannot be copied,
 //! is recorded as it goes out and sent again byte for byte, through `RetryMiddleware`, `RetryLayer`
 //! over `reqwest::Client`, and `RetryLayer` over hyper-util's client with `ReplayBody`, against a
-//! wiremock server on loopback.
+//! wiremock server on loopback; a body that tells its end without being polled to it (a length, an
+//! empty body) is whole too, and one that was never read goes to the retry itself (`Backend`, an axum
+//! server that may come up only after the first attempt was refused).
 #![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
 
+mod common;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
+use axum::extract::State;
 use bytes::Bytes;
 use reqwest::StatusCode;
 use reqwest_middleware::ClientBuilder;
-use stagger::{Backoff, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
+use stagger::{
+    Backoff, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, RetryPolicyBuilder, RetryReport,
+    StopReason,
+};
 use tower::{ServiceBuilder, ServiceExt};
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -151,14 +164,315 @@ async fn a_body_of_exactly_the_buffer_is_replayed() {
     a_503_is_retried_with_the_identical_body(response, &server).await;
 }
 
+/// A loopback server that keeps the body of every request it receives, and answers each with the next
+/// status of its script, then `200`.
+#[derive(Clone, Default)]
+struct Backend {
+    bodies: Arc<Mutex<Vec<Bytes>>>,
+    script: Arc<Mutex<VecDeque<u16>>>,
+}
+
+impl Backend {
+    fn new(script: &[u16]) -> Self {
+        Self {
+            bodies: Arc::default(),
+            script: Arc::new(Mutex::new(script.iter().copied().collect())),
+        }
+    }
+
+    /// Serves on `listener` from now on.
+    fn serve(&self, listener: std::net::TcpListener) {
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let app = Router::new().fallback(answer).with_state(self.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+    }
+
+    /// Serves on a port of its own: its base URL.
+    fn start(&self) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        self.serve(listener);
+        base
+    }
+
+    fn bodies(&self) -> Vec<Bytes> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+async fn answer(State(backend): State<Backend>, body: Bytes) -> axum::http::StatusCode {
+    backend.bodies.lock().unwrap().push(body);
+    let status = backend.script.lock().unwrap().pop_front().unwrap_or(200);
+    axum::http::StatusCode::from_u16(status).unwrap()
+}
+
+/// A policy with a 1 ms backoff, and `backend` brought up on a port that refuses connections until
+/// attempt `refused` has failed: the attempts until then fail to connect, the next finds the server.
+/// The base URL of that port.
+fn comes_up_after(
+    refused: u32,
+    builder: RetryPolicyBuilder,
+    backend: &Backend,
+) -> (RetryPolicy, String) {
+    // A port that was free a moment ago, and that nothing listens on now.
+    let addr: SocketAddr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let backend = backend.clone();
+    let up = AtomicBool::new(false);
+    let policy = builder
+        .backoff(Backoff::fixed(Duration::from_millis(1)))
+        .on_retry(move |retry| {
+            if retry.attempt == refused && !up.swap(true, Ordering::SeqCst) {
+                backend.serve(std::net::TcpListener::bind(addr).unwrap());
+            }
+        })
+        .build()
+        .unwrap();
+    (policy, format!("http://{addr}"))
+}
+
+/// 65 535 bytes in chunks of 8 KiB: urllib3's `test_retries_put_filehandle`.
+fn file() -> Vec<u8> {
+    (0..65_535u32).map(|i| (i % 251) as u8).collect()
+}
+
+fn file_stream() -> reqwest::Body {
+    let chunks: Vec<_> = file()
+        .chunks(8192)
+        .map(|c| Ok::<_, std::io::Error>(Bytes::copy_from_slice(c)))
+        .collect();
+    reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+}
+
+fn middleware(policy: RetryPolicy) -> reqwest_middleware::ClientWithMiddleware {
+    ClientBuilder::new(reqwest_client())
+        .with(RetryMiddleware::new(policy))
+        .build()
+}
+
+/// `RetryLayer` over `reqwest::Client`: a PUT of `body` to `url`, with `headers`.
+async fn put_through_layer(
+    policy: RetryPolicy,
+    url: &str,
+    headers: &[(&'static str, &str)],
+    body: reqwest::Body,
+) -> Result<reqwest::Response, stagger::Error<reqwest::Error>> {
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(reqwest_client());
+    let mut request = reqwest::Request::new(reqwest::Method::PUT, url.parse().unwrap());
+    for (name, value) in headers {
+        request.headers_mut().insert(*name, value.parse().unwrap());
+    }
+    *request.body_mut() = Some(body);
+    client.oneshot(request).await
+}
+
+fn attempts(response: &reqwest::Response) -> (u32, Option<StopReason>) {
+    let info = response.extensions().get::<RetryInfo>().unwrap();
+    (info.attempts(), info.stop_reason())
+}
+
+/// hyper stops sending a body when its `Content-Length` is reached, without polling it to its end:
+/// the recording is whole all the same.
+#[tokio::test]
+async fn middleware_replays_a_stream_sent_with_its_content_length() {
+    let backend = Backend::new(&[503]);
+    let base = backend.start();
+    let response = middleware(policy(RetryPolicy::DEFAULT_REPLAY_BUFFER))
+        .put(format!("{base}/file"))
+        .header("content-length", "65535")
+        .body(file_stream())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
+    assert_eq!(backend.bodies(), [file(), file()]);
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_replays_a_stream_sent_with_its_content_length() {
+    let backend = Backend::new(&[503]);
+    let base = backend.start();
+    let response = put_through_layer(
+        policy(RetryPolicy::DEFAULT_REPLAY_BUFFER),
+        &format!("{base}/file"),
+        &[("content-length", "65535")],
+        file_stream(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
+    assert_eq!(backend.bodies(), [file(), file()]);
+}
+
+/// A connection refused: no byte of the body left, and the body itself goes to the retry, even one
+/// longer than the replay buffer.
+async fn middleware_retries_an_unread_stream(refused: u32, replay_buffer: usize) {
+    let backend = Backend::new(&[]);
+    let (policy, base) = comes_up_after(
+        refused,
+        RetryPolicy::builder().replay_buffer(replay_buffer),
+        &backend,
+    );
+    let report = RetryReport::new();
+    let result = middleware(policy)
+        .put(format!("{base}/upload"))
+        .body(streaming())
+        .with_extension(report.clone())
+        .send()
+        .await;
+    let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", report.get()));
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        attempts(&response),
+        (refused + 1, Some(StopReason::Success))
+    );
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_once_the_server_comes_up() {
+    middleware_retries_an_unread_stream(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_past_the_buffer_once_the_server_comes_up() {
+    middleware_retries_an_unread_stream(1, 1024).await;
+}
+
+/// The retry of an unread body is the last attempt the policy allows: it is sent without recording.
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_as_the_last_attempt() {
+    let backend = Backend::new(&[]);
+    let builder = RetryPolicy::builder().max_retries(1);
+    let (policy, base) = comes_up_after(1, builder, &backend);
+    let response = middleware(policy)
+        .put(format!("{base}/upload"))
+        .body(streaming())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_sends_an_unread_stream_after_two_refused_connections() {
+    middleware_retries_an_unread_stream(2, 1024).await;
+}
+
+async fn layer_over_reqwest_retries_an_unread_stream(refused: u32, replay_buffer: usize) {
+    let backend = Backend::new(&[]);
+    let (policy, base) = comes_up_after(
+        refused,
+        RetryPolicy::builder().replay_buffer(replay_buffer),
+        &backend,
+    );
+    let result = put_through_layer(policy, &format!("{base}/upload"), &[], streaming()).await;
+    let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", e.info()));
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        attempts(&response),
+        (refused + 1, Some(StopReason::Success))
+    );
+    assert_eq!(backend.bodies(), [whole()]);
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_once_the_server_comes_up() {
+    layer_over_reqwest_retries_an_unread_stream(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_past_the_buffer_once_the_server_comes_up() {
+    layer_over_reqwest_retries_an_unread_stream(1, 1024).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_sends_an_unread_stream_after_two_refused_connections() {
+    layer_over_reqwest_retries_an_unread_stream(2, 1024).await;
+}
+
+/// A `503` to a stream longer than the buffer: the retry it calls for cannot be made, so none is
+/// reported — no time slept, no `on_retry`, no "retrying" event — and the call stops as not
+/// replayable, on the `503`.
+async fn no_retry_is_reported_for_a_stream_past_the_buffer(
+    send: impl AsyncFnOnce(RetryPolicy, String) -> reqwest::Response,
+) {
+    let server = server().await;
+    let hooked = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&hooked);
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::from_millis(250)))
+        .replay_buffer(1024)
+        .on_retry(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let events = common::capture();
+    let response = send(policy, format!("{}/upload", server.uri())).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    assert_eq!(info.attempts(), 1);
+    assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
+    assert_eq!(info.slept(), Duration::ZERO);
+    assert_eq!(hooked.load(Ordering::SeqCst), 0);
+    let events = events.stagger();
+    assert!(
+        events.iter().all(|e| e.message != "retrying"),
+        "{events:#?}"
+    );
+    let [gave_up] = events.as_slice() else {
+        panic!("one event: {events:#?}");
+    };
+    assert_eq!(gave_up.message, "gave up while still failing");
+    assert_eq!(gave_up.field("error.type"), "503");
+    assert_eq!(gave_up.field("slept_ms"), "0");
+    assert_eq!(gave_up.field("stop.reason"), "request cannot be replayed");
+    assert_eq!(bodies_received(&server).await, [whole()]);
+}
+
+#[tokio::test]
+async fn middleware_reports_no_retry_for_a_stream_past_the_buffer() {
+    no_retry_is_reported_for_a_stream_past_the_buffer(async |policy, url| {
+        middleware(policy)
+            .put(url)
+            .body(streaming())
+            .send()
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_reports_no_retry_for_a_stream_past_the_buffer() {
+    no_retry_is_reported_for_a_stream_past_the_buffer(async |policy, url| {
+        put_through_layer(policy, &url, &[], streaming())
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
 /// Over hyper-util's client, a service of `http::Request<ReplayBody<B>>`.
 #[cfg(feature = "hyper-util")]
 mod hyper_util_client {
     use std::convert::Infallible;
 
-    use http_body_util::{BodyExt, StreamBody};
+    use http_body_util::{BodyExt, Empty, Full, StreamBody};
+    use hyper::body::Incoming;
+    use hyper::service::service_fn;
     use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
     use stagger::ReplayBody;
 
     use super::*;
@@ -210,5 +524,152 @@ mod hyper_util_client {
         let info = *response.extensions().get::<RetryInfo>().unwrap();
         assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
         assert_eq!(bodies_received(&server).await, [whole()]);
+    }
+
+    /// A PUT of `body` to `url` through `RetryLayer` over hyper-util's client.
+    async fn put<B>(
+        policy: RetryPolicy,
+        url: &str,
+        body: ReplayBody<B>,
+    ) -> Result<http::Response<Bytes>, stagger::Error<hyper_util::client::legacy::Error>>
+    where
+        B: http_body::Body + Send + Unpin + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let client = Client::builder(TokioExecutor::new()).build_http::<ReplayBody<B>>();
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy))
+            .service(client);
+        let request = http::Request::put(url).body(body).unwrap();
+        let response = service.oneshot(request).await?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        Ok(http::Response::from_parts(parts, body))
+    }
+
+    fn attempts<B>(response: &http::Response<B>) -> (u32, Option<StopReason>) {
+        let info = response.extensions().get::<RetryInfo>().unwrap();
+        (info.attempts(), info.stop_reason())
+    }
+
+    /// hyper sends a body whose `is_end_stream()` turns true with its last frame without polling it
+    /// again, and never polls one that is at its end from the start.
+    async fn replays_a_body_that_tells_its_end<B>(body: ReplayBody<B>, expected: &[u8])
+    where
+        B: http_body::Body + Send + Unpin + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let backend = Backend::new(&[503]);
+        let base = backend.start();
+        let policy = policy(RetryPolicy::DEFAULT_REPLAY_BUFFER);
+        let response = put(policy, &format!("{base}/upload"), body).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(attempts(&response), (2, Some(StopReason::Success)));
+        assert_eq!(backend.bodies(), [expected, expected]);
+    }
+
+    #[tokio::test]
+    async fn a_full_body_is_replayed() {
+        let body = ReplayBody::new(Full::new(Bytes::from(whole())));
+        replays_a_body_that_tells_its_end(body, &whole()).await;
+    }
+
+    #[tokio::test]
+    async fn an_empty_body_is_replayed() {
+        replays_a_body_that_tells_its_end(ReplayBody::new(Empty::<Bytes>::new()), b"").await;
+    }
+
+    /// A proxy in front of `upstream`: each request's body, hyper's `Incoming`, forwarded as a
+    /// `ReplayBody` through `RetryLayer` over hyper-util's client, with its `Content-Length`; the
+    /// attempts made go back in `x-attempts`. Its base URL.
+    fn proxy(upstream: String) -> String {
+        let client = Client::builder(TokioExecutor::new()).build_http::<ReplayBody<Incoming>>();
+        let service = ServiceBuilder::new()
+            .layer(RetryLayer::new(policy(RetryPolicy::DEFAULT_REPLAY_BUFFER)))
+            .service(client);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let forward = move |request: http::Request<Incoming>| {
+            let service = service.clone();
+            let upstream = upstream.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let mut forwarded = http::Request::builder()
+                    .method(parts.method)
+                    .uri(format!("{upstream}{}", parts.uri.path()));
+                if let Some(length) = parts.headers.get(http::header::CONTENT_LENGTH) {
+                    forwarded = forwarded.header(http::header::CONTENT_LENGTH, length);
+                }
+                let forwarded = forwarded.body(ReplayBody::new(body)).unwrap();
+                let response = service.oneshot(forwarded).await.unwrap();
+                let (mut parts, body) = response.into_parts();
+                let attempts = parts.extensions.get::<RetryInfo>().unwrap().attempts();
+                parts.headers.insert("x-attempts", attempts.into());
+                Ok::<_, Infallible>(http::Response::from_parts(parts, body))
+            }
+        };
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let forward = forward.clone();
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service_fn(forward)),
+                );
+            }
+        });
+        base
+    }
+
+    #[tokio::test]
+    async fn a_proxy_replays_an_incoming_body_of_known_length() {
+        let backend = Backend::new(&[503]);
+        let proxy = proxy(backend.start());
+        let response = reqwest_client()
+            .put(format!("{proxy}/file"))
+            .body(file())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["x-attempts"], "2");
+        assert_eq!(backend.bodies(), [file(), file()]);
+    }
+
+    /// A connection refused: the body was never read, and goes to the retry itself.
+    async fn sends_an_unread_body_once_the_server_comes_up(refused: u32, replay_buffer: usize) {
+        let backend = Backend::new(&[]);
+        let (policy, base) = comes_up_after(
+            refused,
+            RetryPolicy::builder().replay_buffer(replay_buffer),
+            &backend,
+        );
+        let result = put(policy, &format!("{base}/upload"), body()).await;
+        let response = result.unwrap_or_else(|e| panic!("{e}: {:?}", e.info()));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            attempts(&response),
+            (refused + 1, Some(StopReason::Success))
+        );
+        assert_eq!(backend.bodies(), [whole()]);
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_is_sent_once_the_server_comes_up() {
+        sends_an_unread_body_once_the_server_comes_up(1, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_past_the_buffer_is_sent_once_the_server_comes_up() {
+        sends_an_unread_body_once_the_server_comes_up(1, 1024).await;
+    }
+
+    #[tokio::test]
+    async fn an_unread_replay_body_is_sent_after_two_refused_connections() {
+        sends_an_unread_body_once_the_server_comes_up(2, 1024).await;
     }
 }

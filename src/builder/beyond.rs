@@ -223,9 +223,10 @@ impl RetryPolicyBuilder {
     /// recorded as it goes out: if the attempt fails in a way worth retrying and the whole body fit, the
     /// retry sends the recording byte for byte; if it did not fit (or ended with trailers or an error),
     /// the request is not retried and the result is returned as received
-    /// ([`StopReason::NotReplayable`](crate::StopReason::NotReplayable)). The recording holds the
-    /// chunks the body yielded, shared rather than copied, so it costs only the bytes actually sent,
-    /// and is freed when the call ends.
+    /// ([`StopReason::NotReplayable`](crate::StopReason::NotReplayable)). A body that was never read
+    /// (the connection was refused) is not recorded at all: the retry sends the body itself, whatever
+    /// its length. The recording holds the chunks the body yielded, shared rather than copied, so it
+    /// costs only the bytes actually sent, and is freed when the call ends.
     ///
     /// Why 64 KiB: it covers the bodies that are streamed without being large — JSON written as it is
     /// produced, a small upload — while bounding what a client with many requests in flight can hold:

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Response;
 use reqwest::Method;
-use stagger::{RetryPolicy, StopReason};
+use stagger::{Backoff, RetryPolicy, StopReason};
 
 use super::client::{Adapter, Call};
 use super::nginx::{self, Nginx};
@@ -133,7 +133,14 @@ async fn a_post_answered_502_by_nginx_is_retried_only_with_an_idempotency_key() 
     let posts = Adapter::BOTH.map(|adapter| {
         let url = url.clone();
         async move {
-            let client = adapter.client(RetryPolicy::default());
+            // Three retries 20 ms apart: the keyed POST ends on its last 502, well before any
+            // deadline could cut an attempt that nginx would then not have seen.
+            let policy = RetryPolicy::builder()
+                .backoff(Backoff::fixed(Duration::from_millis(20)))
+                .max_retries(3)
+                .build()
+                .unwrap();
+            let client = adapter.client(policy);
             let plain = client
                 .request(Method::POST, &url)
                 .header("x-request-id", format!("{adapter:?}-plain"))
