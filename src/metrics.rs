@@ -5,7 +5,7 @@
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | [`ATTEMPTS`] | counter | `http.request.method`, `server.address` | attempts made, first attempts, retries and hedges alike |
-//! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed (a status code, `timeout`, `connect`, …) and what set the delay (`backoff`, `throttle`, `retry-after`, `cooldown`) |
+//! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed (a status code, `timeout`, `connect`, …) and what set the delay (`backoff`, `throttle`, `retry_after`, `cooldown`) |
 //! | [`HEDGES`] | counter | `http.request.method`, `server.address` | hedged attempts started |
 //! | [`BUDGET_REFUSALS`] | counter | `http.request.method`, `server.address` | retries the budget refused |
 //! | [`THROTTLE_REJECTIONS`] | counter | `http.request.method`, `server.address` | attempts adaptive throttling rejected locally |
@@ -15,7 +15,8 @@
 //! | [`CALL_SLEPT`] | histogram (seconds) | `http.request.method`, `server.address` | time a call slept between attempts |
 //!
 //! Label names follow OpenTelemetry's HTTP conventions; `stop.reason` and `delay.reason` are stagger's
-//! own, with the values the `tracing` events carry. The labels of a call made by
+//! own. `error.type`, `delay.reason` and `stop.reason` take the `snake_case` tokens the `tracing` events
+//! carry ([`Reason::as_str`](crate::Reason::as_str), [`StopReason::as_str`](crate::StopReason::as_str)). The labels of a call made by
 //! [`retry()`](crate::retry()), which has no request, are empty.
 //!
 //! Without the feature every recording function is an empty inline function, and none of this costs
@@ -60,7 +61,7 @@ mod imp {
     use super::*;
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
-    use crate::log::{DelayCause, ErrorType};
+    use crate::log::DelayCause;
 
     /// The labels every metric carries: the request's method and host, when it has them.
     fn labels(view: Option<&RequestView<'_>>) -> Vec<Label> {
@@ -124,7 +125,7 @@ mod imp {
 
     pub(crate) fn retry(view: Option<&RequestView<'_>>, reason: Reason, cause: DelayCause) {
         let mut labels = labels(view);
-        labels.push(Label::new("error.type", ErrorType(reason).to_string()));
+        labels.push(Label::from_static_parts("error.type", reason.as_str()));
         labels.push(Label::from_static_parts("delay.reason", cause.as_str()));
         counter!(RETRIES, labels).increment(1);
     }
@@ -156,7 +157,7 @@ mod imp {
         }
         if failing {
             let mut labels = labels;
-            labels.push(Label::new("stop.reason", stop.to_string()));
+            labels.push(Label::from_static_parts("stop.reason", stop.as_str()));
             counter!(CALLS_GIVEN_UP, labels).increment(1);
         }
     }

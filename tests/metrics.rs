@@ -4,13 +4,14 @@
 #![cfg(all(feature = "metrics", feature = "reqwest-middleware", feature = "tower"))]
 
 use std::collections::BTreeMap;
+use std::io;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use reqwest_middleware::ClientBuilder;
 use stagger::{Backoff, RetryLayer, RetryMiddleware, RetryPolicy, metrics as names};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
 use tracing::Instrument;
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -74,6 +75,26 @@ fn recorded(run: impl AsyncFnOnce()) -> Metrics {
             ((key.name().to_owned(), labels), value)
         })
         .collect()
+}
+
+/// Sends `request` through `RetryLayer` to an in-process service that answers with `respond`.
+async fn through_the_layer(
+    policy: RetryPolicy,
+    request: http::Request<()>,
+    respond: impl Fn(&http::Request<()>) -> Result<http::Response<()>, io::Error> + Clone,
+) -> Result<http::Response<()>, stagger::Error<io::Error>> {
+    let service = service_fn(move |request: http::Request<()>| {
+        let answer = respond(&request);
+        async move { answer }
+    });
+    RetryLayer::new(policy)
+        .layer(service)
+        .oneshot(request)
+        .await
+}
+
+fn answer(status: u16) -> http::Response<()> {
+    http::Response::builder().status(status).body(()).unwrap()
 }
 
 fn labels(host: &str, more: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -173,12 +194,75 @@ fn a_call_that_gives_up_is_counted_by_its_stop_reason() {
     });
     let given_up = (
         names::CALLS_GIVEN_UP.to_owned(),
-        labels("127.0.0.1", &[("stop.reason", "max retries reached")]),
+        labels("127.0.0.1", &[("stop.reason", "max_retries")]),
     );
     assert_eq!(metrics.get(&given_up), Some(&DebugValue::Counter(1)));
     let attempts = (names::ATTEMPTS.to_owned(), labels("127.0.0.1", &[]));
     // The first attempt and the default 10 retries.
     assert_eq!(metrics.get(&attempts), Some(&DebugValue::Counter(11)));
+}
+
+#[test]
+fn the_labels_carry_the_same_tokens_as_the_events() {
+    let metrics = recorded(async || {
+        let asks_for_a_pause = |request: &http::Request<()>| match request.uri().path() {
+            "/limited" => Ok(http::Response::builder()
+                .status(503)
+                .header("retry-after", "0")
+                .body(())
+                .unwrap()),
+            _ => Ok(answer(200)),
+        };
+        let get = |path: &str| {
+            let uri = format!("http://127.0.0.1{path}");
+            http::Request::get(uri).body(()).unwrap()
+        };
+        let limited = RetryPolicy::builder().max_retries(1).build().unwrap();
+        through_the_layer(limited, get("/limited"), asks_for_a_pause)
+            .await
+            .unwrap();
+        let post = http::Request::post("http://127.0.0.1/orders")
+            .body(())
+            .unwrap();
+        through_the_layer(policy(), post, |_| Ok(answer(502)))
+            .await
+            .unwrap();
+        let once = RetryPolicy::builder()
+            .backoff(Backoff::fixed(Duration::from_millis(1)))
+            .max_retries(1)
+            .build()
+            .unwrap();
+        through_the_layer(once, get("/refused"), |_| {
+            Err(io::ErrorKind::ConnectionRefused.into())
+        })
+        .await
+        .unwrap_err();
+    });
+    let get = |name: &str, method: &str, more: &[(&str, &str)]| {
+        let mut labels = labels("127.0.0.1", more);
+        labels.retain(|(key, _)| key != "http.request.method");
+        labels.push(("http.request.method".to_owned(), method.to_owned()));
+        labels.sort();
+        match metrics.get(&(name.to_owned(), labels)) {
+            Some(DebugValue::Counter(count)) => Some(*count),
+            _ => None,
+        }
+    };
+    let retried = |error_type, delay_reason| {
+        let more = [("error.type", error_type), ("delay.reason", delay_reason)];
+        get(names::RETRIES, "GET", &more)
+    };
+    assert_eq!(retried("503", "retry_after"), Some(1), "{metrics:#?}");
+    assert_eq!(retried("connect", "backoff"), Some(1), "{metrics:#?}");
+    let given_up = |method, stop_reason| {
+        get(
+            names::CALLS_GIVEN_UP,
+            method,
+            &[("stop.reason", stop_reason)],
+        )
+    };
+    assert_eq!(given_up("POST", "not_idempotent"), Some(1), "{metrics:#?}");
+    assert_eq!(given_up("GET", "max_retries"), Some(2), "{metrics:#?}");
 }
 
 /// The `http.request.resend_count` recorded on spans, by span name.
