@@ -4,8 +4,9 @@
 #![cfg(all(feature = "metrics", feature = "reqwest-middleware", feature = "tower"))]
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::io;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -54,6 +55,7 @@ type Metrics = BTreeMap<(String, Vec<(String, String)>), DebugValue>;
 
 /// Every metric recorded while `run` ran.
 fn recorded(run: impl AsyncFnOnce()) -> Metrics {
+    loopback_host_first();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -77,6 +79,25 @@ fn recorded(run: impl AsyncFnOnce()) -> Metrics {
         .collect()
 }
 
+/// Makes `127.0.0.1` the first host the process records, before any test runs its calls: the hosts
+/// `server.address` names are the first the process sees, and the test of that bound fills the rest
+/// with hosts of its own, while the other tests expect their loopback server's address.
+fn loopback_host_first() {
+    static FIRST: Once = Once::new();
+    FIRST.call_once(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let request = http::Request::get("http://127.0.0.1/").body(()).unwrap();
+        let ok = service_fn(|_: http::Request<()>| async {
+            Ok::<_, Infallible>(http::Response::new(()))
+        });
+        let service = RetryLayer::new(policy()).layer(ok);
+        runtime.block_on(service.oneshot(request)).unwrap();
+    });
+}
+
 /// Sends `request` through `RetryLayer` to an in-process service that answers with `respond`.
 async fn through_the_layer(
     policy: RetryPolicy,
@@ -95,6 +116,20 @@ async fn through_the_layer(
 
 fn answer(status: u16) -> http::Response<()> {
     http::Response::builder().status(status).body(()).unwrap()
+}
+
+/// The values of `label` across the series of `name`, with the counters' sums.
+fn series(metrics: &Metrics, name: &str, label: &str) -> BTreeMap<String, u64> {
+    let mut series = BTreeMap::new();
+    for ((metric, labels), value) in metrics {
+        let (true, DebugValue::Counter(count)) = (metric == name, value) else {
+            continue;
+        };
+        let value = labels.iter().find(|(key, _)| key == label);
+        let value = value.map_or_else(String::new, |(_, value)| value.clone());
+        *series.entry(value).or_default() += count;
+    }
+    series
 }
 
 fn labels(host: &str, more: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -263,6 +298,65 @@ fn the_labels_carry_the_same_tokens_as_the_events() {
     };
     assert_eq!(given_up("POST", "not_idempotent"), Some(1), "{metrics:#?}");
     assert_eq!(given_up("GET", "max_retries"), Some(2), "{metrics:#?}");
+}
+
+/// OpenTelemetry's HTTP conventions know nine methods and record any other as `_OTHER`: so do the
+/// metrics, whatever methods the requests use.
+#[test]
+fn two_hundred_and_one_methods_make_at_most_ten_series() {
+    let known = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    let others = (0..192).map(|n| format!("CUSTOM{n}"));
+    let methods: Vec<String> = known
+        .iter()
+        .map(|m| (*m).to_owned())
+        .chain(others)
+        .collect();
+    assert_eq!(methods.len(), 201);
+    let metrics = recorded(async || {
+        for method in &methods {
+            let request = http::Request::builder()
+                .method(method.as_str())
+                .uri("http://127.0.0.1/items")
+                .body(())
+                .unwrap();
+            through_the_layer(policy(), request, |_| Ok(answer(200)))
+                .await
+                .unwrap();
+        }
+    });
+    let attempts = series(&metrics, names::ATTEMPTS, "http.request.method");
+    let mut expected: BTreeMap<String, u64> = known.iter().map(|m| ((*m).to_owned(), 1)).collect();
+    expected.insert("_OTHER".to_owned(), 192);
+    assert_eq!(attempts, expected);
+}
+
+/// A host comes from the request: past the first `MAX_SERVER_ADDRESSES` hosts of the process, every
+/// host is `_OTHER`, so that a client sending wherever its data says adds no series without end.
+#[test]
+fn past_the_first_hosts_every_host_is_counted_as_other() {
+    let hosts = names::MAX_SERVER_ADDRESSES + 50;
+    let metrics = recorded(async || {
+        for n in 0..hosts {
+            let uri = format!("http://host-{n}.example/items");
+            let request = http::Request::get(uri).body(()).unwrap();
+            through_the_layer(policy(), request, |_| Ok(answer(200)))
+                .await
+                .unwrap();
+        }
+    });
+    let attempts = series(&metrics, names::ATTEMPTS, "server.address");
+    assert!(
+        attempts.len() <= names::MAX_SERVER_ADDRESSES + 1,
+        "{} series: {attempts:?}",
+        attempts.len()
+    );
+    assert!(attempts["_OTHER"] >= 50, "{attempts:?}");
+    assert_eq!(attempts.values().sum::<u64>(), hosts as u64);
+    // The hosts named are the first ones seen (after the loopback address of the other tests).
+    assert_eq!(attempts.get("host-0.example"), Some(&1));
+    assert_eq!(attempts.get(&format!("host-{}.example", hosts - 1)), None);
 }
 
 /// The `http.request.resend_count` recorded on spans, by span name.
