@@ -633,6 +633,62 @@ async fn fatal_statuses_come_back_after_one_attempt() {
     }
 }
 
+/// The messages along an error's source chain, from the error itself inwards: what a reporter such as
+/// anyhow's `{:#}` joins.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(error), |e| e.source())
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_limit_or_a_rejection_is_said_once_along_the_error_chain() {
+    let hangs = || service_fn(|_: Req| std::future::pending::<Result<Res, io::Error>>());
+
+    let policy = exact(ms(10))
+        .attempt_timeout(ms(300))
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let error = send(policy, hangs(), get()).await.unwrap_err();
+    assert_eq!(chain(&error), ["attempt 1 timed out after 300ms"]);
+    assert_eq!(
+        format!("{error:?}"),
+        "attempt 1 timed out after 300ms (max retries reached)"
+    );
+
+    let policy = exact(ms(100))
+        .max_elapsed(ms(250))
+        .attempt_timeout(ms(100))
+        .build()
+        .unwrap();
+    let error = send(policy, hangs(), get()).await.unwrap_err();
+    assert_eq!(chain(&error), ["deadline of 250ms passed after 2 attempts"]);
+    assert_eq!(
+        format!("{error:?}"),
+        "deadline of 250ms passed after 2 attempts (100ms asleep)"
+    );
+
+    // A 429 asking for a minute, longer than `max_retry_after`: the next request is not sent.
+    let policy = exact(ms(10)).host_cooldown(true).build().unwrap();
+    let limited = |_, _: &Req| {
+        let response = Response::builder().status(429).header("retry-after", "60");
+        response.body(String::new()).unwrap()
+    };
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server(&Hits::default(), limited));
+    client.clone().oneshot(get()).await.unwrap();
+    let error = client.oneshot(get()).await.unwrap_err();
+    assert!(error.rejected().is_some());
+    let rejected =
+        "not sent: the host asked for a pause of 60s more, longer than max_retry_after (30s)";
+    assert_eq!(chain(&error), [rejected]);
+    assert_eq!(format!("{error:?}"), rejected);
+    // `{:#?}` shows the fields.
+    assert!(format!("{error:#?}").starts_with("Error(\n    Rejected {"));
+}
+
 /// An inner service that fails every attempt with an `io::Error` of `kind`, numbered./// An inner service that fails every attempt with an `io::Error` of `kind`, numbered.
 fn failing(
     hits: &Hits,

@@ -11,6 +11,7 @@ mod request;
 pub use errors::classify_error;
 pub use request::{AttemptResult, IDEMPOTENCY_KEY, RequestView};
 
+use std::any::Any;
 use std::error::Error;
 use std::fmt;
 use std::io;
@@ -488,14 +489,27 @@ pub trait AsError {
 }
 
 macro_rules! as_error_for {
-    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {$(
-        $(#[cfg(feature = $feature)])?
-        impl AsError for $ty {
-            fn as_error(&self) -> &(dyn Error + 'static) {
-                self
+    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {
+        $(
+            $(#[cfg(feature = $feature)])?
+            impl AsError for $ty {
+                fn as_error(&self) -> &(dyn Error + 'static) {
+                    self
+                }
             }
+        )*
+
+        /// `error` as an [`Error`], if it is one of the error types above.
+        fn listed(error: &dyn Any) -> Option<&(dyn Error + 'static)> {
+            $(
+                $(#[cfg(feature = $feature)])?
+                if let Some(error) = error.downcast_ref::<$ty>() {
+                    return Some(error);
+                }
+            )*
+            None
         }
-    )*};
+    };
 }
 
 as_error_for!(
@@ -508,6 +522,24 @@ as_error_for!(
     hyper_util::client::legacy::Error: "hyper-util",
     h2::Error: "h2",
 );
+
+/// `error` as an [`Error`], if its type is one of those this crate implements [`AsError`] for: how
+/// `stagger::Error`'s `Debug` prints an inner error's messages without an `AsError` bound.
+pub(crate) fn known_error(error: &dyn Any) -> Option<&(dyn Error + 'static)> {
+    if let Some(error) = listed(error) {
+        return Some(error);
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error + Send + Sync>>() {
+        return Some(error.as_error());
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error + Send>>() {
+        return Some(error.as_error());
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error>>() {
+        return Some(error.as_error());
+    }
+    None
+}
 
 impl AsError for Box<dyn Error + Send + Sync> {
     fn as_error(&self) -> &(dyn Error + 'static) {
