@@ -128,8 +128,7 @@ impl std::error::Error for ConfigError {}
 ///
 /// Returned by the tower [`Retry`](crate::tower::Retry) service and by [`retry()`](crate::retry()); the
 /// `reqwest-middleware` adapter returns `reqwest_middleware::Error` as it came from the chain and gives
-/// the [`RetryInfo`] through the request's extensions instead (see
-/// [`RetryMiddleware`](crate::RetryMiddleware)).
+/// the [`RetryInfo`] through the request's extensions instead (see [`RetryMiddleware`]).
 ///
 /// Whatever the case, [`info`](Error::info) tells how many attempts were made, how long was slept and why
 /// the retries stopped, and the inner error is one call away, its type intact:
@@ -168,6 +167,14 @@ impl std::error::Error for ConfigError {}
 /// );
 /// # }
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 pub struct Error<E> {
     repr: Repr<E>,
 }
@@ -540,7 +547,7 @@ where
 /// hand back, or the last attempt ran past `attempt_timeout`.
 ///
 /// The attempt in flight was dropped, which cancels it (a client closes its connection or resets its
-/// stream). Inside [`Error`], or, from [`RetryMiddleware`](crate::RetryMiddleware), as the
+/// stream). Inside [`Error`], or, from [`RetryMiddleware`], as the
 /// `reqwest_middleware::Error::Middleware` of the result. The default classifier counts it as a timeout,
 /// so a stagger layer outside another one retries it like any timeout.
 ///
@@ -575,6 +582,14 @@ where
 /// assert_eq!((elapsed.limit(), elapsed.info().attempts()), (Duration::from_secs(5), 1));
 /// # }
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed {
     limit: Limit,

@@ -152,6 +152,17 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
+//!
+// The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
+// default features), its links lead to the table above, which names the feature.
+#![cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware\n[`RetryReport`]: crate::RetryReport"
+)]
+#![cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features\n[`RetryReport`]: crate#features"
+)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -214,9 +225,18 @@ pub mod adapter {
     //! tower layer and the middleware copy and judge requests ([`Replay`], [`HttpResponse`],
     //! [`AsError`]).
     //!
-    //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`](crate::RetryMiddleware) or
+    //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`] or
     //! [`retry`](crate::retry()) needs none of it, but for one thing: an error type of one's own that
     //! the layer should classify implements [`AsError`].
+    //!
+    #![cfg_attr(
+        feature = "reqwest-middleware",
+        doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+    )]
+    #![cfg_attr(
+        not(feature = "reqwest-middleware"),
+        doc = "[`RetryMiddleware`]: crate#features"
+    )]
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::AsError;
     pub use crate::http::HttpResponse;
