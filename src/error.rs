@@ -478,10 +478,10 @@ impl fmt::Display for Details<'_> {
             part(f, format_args!("{stop}"))?;
         }
         if !info.slept().is_zero() {
-            part(f, format_args!("{:?} asleep", millis(info.slept())))?;
+            part(f, format_args!("{:?} asleep", readable(info.slept())))?;
         }
         if !info.cooldown().is_zero() {
-            let cooldown = millis(info.cooldown());
+            let cooldown = readable(info.cooldown());
             part(f, format_args!("{cooldown:?} waiting for the host's pause"))?;
         }
         match info.hedges() {
@@ -494,7 +494,7 @@ impl fmt::Display for Details<'_> {
 }
 
 /// `duration` to the millisecond, or to the microsecond under one: `1.032s`, not `1.032417893s`.
-fn millis(duration: Duration) -> Duration {
+fn readable(duration: Duration) -> Duration {
     let unit = if duration < Duration::from_millis(1) {
         Duration::from_micros(1)
     } else {

@@ -156,23 +156,29 @@ impl Reason {
 
 /// The three digits of every status code, 100 to 999, one after the other: a status's token is a
 /// slice of it, `'static` and made without formatting (`StatusCode::as_str` borrows the status).
-static STATUS_DIGITS: [u8; 2700] = {
-    let mut digits = [0; 2700];
-    let mut code = 100;
-    while code < 1000 {
-        let at = (code - 100) * 3;
-        digits[at] = b'0' + (code / 100) as u8;
-        digits[at + 1] = b'0' + (code / 10 % 10) as u8;
-        digits[at + 2] = b'0' + (code % 10) as u8;
-        code += 1;
+const STATUS_DIGITS: &str = {
+    const DIGITS: [u8; 2700] = {
+        let mut digits = [0; 2700];
+        let mut code = 100;
+        while code < 1000 {
+            let at = (code - 100) * 3;
+            digits[at] = b'0' + (code / 100) as u8;
+            digits[at + 1] = b'0' + (code / 10 % 10) as u8;
+            digits[at + 2] = b'0' + (code % 10) as u8;
+            code += 1;
+        }
+        digits
+    };
+    match std::str::from_utf8(&DIGITS) {
+        Ok(digits) => digits,
+        Err(_) => panic!("ASCII digits"),
     }
-    digits
 };
 
 fn status_code(status: StatusCode) -> &'static str {
     // `StatusCode` holds 100 to 999.
     let at = usize::from(status.as_u16() - 100) * 3;
-    std::str::from_utf8(&STATUS_DIGITS[at..at + 3]).unwrap_or("_OTHER")
+    &STATUS_DIGITS[at..at + 3]
 }
 
 impl fmt::Display for Reason {
