@@ -64,6 +64,36 @@ pub enum StopReason {
     Throttled,
 }
 
+impl StopReason {
+    /// A stable `snake_case` token for the stop reason, what a log query or an alert matches on: the
+    /// variant's name (`max_retries`, `deadline`, `budget`, `not_idempotent`, …), as the `stop.reason`
+    /// field of the `tracing` events and the `stop.reason` label of the metrics carry it. Its
+    /// [`Display`](fmt::Display) is a phrase for people, which the error messages use.
+    ///
+    /// ```
+    /// use stagger::StopReason;
+    ///
+    /// assert_eq!(StopReason::MaxRetries.as_str(), "max_retries");
+    /// assert_eq!(StopReason::RetryAfterTooLong.as_str(), "retry_after_too_long");
+    /// assert_eq!(StopReason::MaxRetries.to_string(), "max retries reached");
+    /// ```
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Fatal => "fatal",
+            Self::NotIdempotent => "not_idempotent",
+            Self::NotReplayable => "not_replayable",
+            Self::MaxRetries => "max_retries",
+            Self::Deadline => "deadline",
+            Self::Budget => "budget",
+            Self::RetryAfterTooLong => "retry_after_too_long",
+            Self::NotReady => "not_ready",
+            Self::Cooldown => "cooldown",
+            Self::Throttled => "throttled",
+        }
+    }
+}
+
 impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

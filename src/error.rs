@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::attempt::RetryInfo;
+use crate::attempt::{RetryInfo, StopReason};
 use crate::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 use crate::classify::AsError;
 use crate::rejected::Rejected;
@@ -128,8 +128,7 @@ impl std::error::Error for ConfigError {}
 ///
 /// Returned by the tower [`Retry`](crate::tower::Retry) service and by [`retry()`](crate::retry()); the
 /// `reqwest-middleware` adapter returns `reqwest_middleware::Error` as it came from the chain and gives
-/// the [`RetryInfo`] through the request's extensions instead (see
-/// [`RetryMiddleware`](crate::RetryMiddleware)).
+/// the [`RetryInfo`] through the request's extensions instead (see [`RetryMiddleware`]).
 ///
 /// Whatever the case, [`info`](Error::info) tells how many attempts were made, how long was slept and why
 /// the retries stopped, and the inner error is one call away, its type intact:
@@ -146,7 +145,36 @@ impl std::error::Error for ConfigError {}
 ///
 /// As an [`Error`](std::error::Error), it displays why the retries stopped and gives the inner error as
 /// its [`source`](std::error::Error::source), so a reporter such as `anyhow`'s `{:#}` prints both:
-/// `gave up after 4 attempts (max retries reached): connection refused`.
+/// `gave up after 4 attempts (max retries reached): connection refused`. A time limit or a request not
+/// sent has no source: its message is the whole story (`attempt 2 timed out after 10s`). Its `Debug`,
+/// which a `main` that returns the error prints, tells all of it, what the retries did included:
+///
+/// ```
+/// # use std::io;
+/// # use std::time::Duration;
+/// # use stagger::{Backoff, Outcome, Reason, RetryPolicy};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let policy = RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_millis(10))).build().unwrap();
+/// let refused = || async { Err::<(), _>(io::Error::from(io::ErrorKind::ConnectionRefused)) };
+/// let error = stagger::retry(&policy, refused, |_| Outcome::RetrySafe(Reason::Connect))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(error.to_string(), "gave up after 11 attempts (max retries reached)");
+/// assert_eq!(
+///     format!("{error:?}"),
+///     "gave up after 11 attempts (max retries reached, 100ms asleep): connection refused"
+/// );
+/// # }
+/// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 pub struct Error<E> {
     repr: Repr<E>,
 }
@@ -365,28 +393,122 @@ impl<E> Error<E> {
     }
 }
 
-impl<E: fmt::Debug> fmt::Debug for Error<E> {
+/// What a program that returns the error from `main` prints, and `{:?}` shows: what [`Display`]
+/// says, what the retries did, and the inner error's message with its causes, as `anyhow` reports an
+/// error:
+///
+/// ```text
+/// gave up after 11 attempts (max retries reached, 1.032s asleep): Connection refused (os error 111)
+/// ```
+///
+/// The inner error's messages are read for the error types the classifier reads (`std::io::Error`,
+/// reqwest's, hyper's and h2's errors, boxed errors: see [`AsError`]); any other inner error is shown
+/// by its own `Debug`. `{:#?}` shows the fields instead.
+///
+/// [`Display`]: fmt::Display
+impl<E: fmt::Debug + 'static> fmt::Debug for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return match &self.repr {
+                Repr::Inner(error, info) => f
+                    .debug_struct("Error")
+                    .field("inner", error)
+                    .field("info", info)
+                    .finish(),
+                Repr::Elapsed(elapsed) => f.debug_tuple("Error").field(elapsed).finish(),
+                Repr::Unsent(info) => f.debug_struct("Error").field("info", info).finish(),
+                Repr::Rejected(rejected) => f.debug_tuple("Error").field(rejected).finish(),
+            };
+        }
         match &self.repr {
-            Repr::Inner(error, info) => f
-                .debug_struct("Error")
-                .field("inner", error)
-                .field("info", info)
-                .finish(),
-            Repr::Elapsed(elapsed) => f.debug_tuple("Error").field(elapsed).finish(),
-            Repr::Unsent(info) => f.debug_struct("Error").field("info", info).finish(),
-            Repr::Rejected(rejected) => f.debug_tuple("Error").field(rejected).finish(),
+            Repr::Inner(error, info) => {
+                gave_up(f, info)?;
+                write!(f, "{}: ", Details(info, None))?;
+                match crate::classify::known_error(error) {
+                    Some(error) => {
+                        write!(f, "{error}")?;
+                        let mut source = error.source();
+                        while let Some(cause) = source {
+                            write!(f, ": {cause}")?;
+                            source = cause.source();
+                        }
+                        Ok(())
+                    }
+                    None => write!(f, "{error:?}"),
+                }
+            }
+            Repr::Unsent(info) => {
+                gave_up(f, info)?;
+                write!(f, "{}", Details(info, None))
+            }
+            // The limit's message says which; the stop reason is worth adding when it is not that.
+            Repr::Elapsed(elapsed) => {
+                let said = Some(StopReason::Deadline).filter(|_| elapsed.is_deadline());
+                write!(f, "{elapsed}{}", Details(&elapsed.info(), said))
+            }
+            Repr::Rejected(rejected) => {
+                let info = rejected.info();
+                write!(f, "{rejected}{}", Details(&info, Some(rejected.reason())))
+            }
         }
     }
+}
+
+/// "gave up after 3 attempts", or "gave up after 1 attempt".
+fn gave_up(f: &mut fmt::Formatter<'_>, info: &RetryInfo) -> fmt::Result {
+    let attempts = info.attempts();
+    let plural = if attempts == 1 { "" } else { "s" };
+    write!(f, "gave up after {attempts} attempt{plural}")
+}
+
+/// What the retries did, in parentheses: the stop reason (unless it is the one already said), the
+/// time slept, the time waited for the host's pause and the hedges, those that are not zero.
+struct Details<'a>(&'a RetryInfo, Option<StopReason>);
+
+impl fmt::Display for Details<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self(info, said) = self;
+        let mut open = false;
+        let mut part = |f: &mut fmt::Formatter<'_>, part: fmt::Arguments<'_>| {
+            f.write_str(if open { ", " } else { " (" })?;
+            open = true;
+            f.write_fmt(part)
+        };
+        if let Some(stop) = info.stop_reason().filter(|stop| Some(*stop) != *said) {
+            part(f, format_args!("{stop}"))?;
+        }
+        if !info.slept().is_zero() {
+            part(f, format_args!("{:?} asleep", readable(info.slept())))?;
+        }
+        if !info.cooldown().is_zero() {
+            let cooldown = readable(info.cooldown());
+            part(f, format_args!("{cooldown:?} waiting for the host's pause"))?;
+        }
+        match info.hedges() {
+            0 => {}
+            1 => part(f, format_args!("1 hedge"))?,
+            hedges => part(f, format_args!("{hedges} hedges"))?,
+        }
+        if open { f.write_str(")") } else { Ok(()) }
+    }
+}
+
+/// `duration` to the millisecond, or to the microsecond under one: `1.032s`, not `1.032417893s`.
+fn readable(duration: Duration) -> Duration {
+    let unit = if duration < Duration::from_millis(1) {
+        Duration::from_micros(1)
+    } else {
+        Duration::from_millis(1)
+    };
+    let units = duration.as_nanos() / unit.as_nanos();
+    Duration::from_nanos(u64::try_from(units * unit.as_nanos()).unwrap_or(u64::MAX))
 }
 
 impl<E> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Inner(_, info) | Repr::Unsent(info) => {
-                let attempts = info.attempts();
-                let plural = if attempts == 1 { "" } else { "s" };
-                write!(f, "gave up after {attempts} attempt{plural}")?;
+                gave_up(f, info)?;
                 if let Some(reason) = info.stop_reason() {
                     write!(f, " ({reason})")?;
                 }
@@ -398,16 +520,16 @@ impl<E> fmt::Display for Error<E> {
     }
 }
 
+/// The inner error is the source; a time limit or a rejection is this error itself, whose message
+/// says it all, and has none: a reporter that prints the chain prints each thing once.
 impl<E> std::error::Error for Error<E>
 where
-    E: AsError + fmt::Debug,
+    E: AsError + fmt::Debug + 'static,
 {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.repr {
             Repr::Inner(error, _) => Some(error.as_error()),
-            Repr::Elapsed(elapsed) => Some(elapsed),
-            Repr::Rejected(rejected) => Some(rejected),
-            Repr::Unsent(_) => None,
+            Repr::Elapsed(_) | Repr::Rejected(_) | Repr::Unsent(_) => None,
         }
     }
 }
@@ -425,7 +547,7 @@ where
 /// hand back, or the last attempt ran past `attempt_timeout`.
 ///
 /// The attempt in flight was dropped, which cancels it (a client closes its connection or resets its
-/// stream). Inside [`Error`], or, from [`RetryMiddleware`](crate::RetryMiddleware), as the
+/// stream). Inside [`Error`], or, from [`RetryMiddleware`], as the
 /// `reqwest_middleware::Error::Middleware` of the result. The default classifier counts it as a timeout,
 /// so a stagger layer outside another one retries it like any timeout.
 ///
@@ -460,6 +582,14 @@ where
 /// assert_eq!((elapsed.limit(), elapsed.info().attempts()), (Duration::from_secs(5), 1));
 /// # }
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed {
     limit: Limit,

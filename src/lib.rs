@@ -53,9 +53,14 @@
 //! | metrics | `metrics` | 0.24 | 0.24.2 | 0.24.6 |
 //!
 //! Another major version (reqwest 0.12, reqwest-middleware 0.4, hyper 0.14) is a different crate to
-//! Rust: the compiler then says that a type "is not a response stagger's HTTP classifier can read", or
-//! that the classifier "cannot read the error type", and `cargo tree -d` shows the second copy. The
-//! minimum supported Rust version is 1.88.
+//! Rust, which `cargo tree -d` shows as a second copy; the compiler names neither version. With
+//! reqwest-middleware 0.4, `.with(RetryMiddleware::new(..))` fails with "the trait bound
+//! `RetryMiddleware: reqwest_middleware::Middleware` is not satisfied". With reqwest 0.12's client under
+//! [`RetryLayer`], `.oneshot(..)` fails with "the method `oneshot` exists for struct `Retry<Client>`, but
+//! its trait bounds were not satisfied", as it does for a request body that is not `Clone` (wrap it in
+//! [`ReplayBody`]) or an inner error that is not [`AsError`](adapter::AsError). Where the service goes to
+//! code that takes a `tower::Service`, the compiler says that "`HttpReplay` cannot copy and judge" those
+//! requests, and its notes give these fixes. The minimum supported Rust version is 1.88.
 //!
 //! # The delay convention
 //!
@@ -152,6 +157,17 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
+//!
+// The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
+// default features), its links lead to the table above, which names the feature.
+#![cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware\n[`RetryReport`]: crate::RetryReport"
+)]
+#![cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features\n[`RetryReport`]: crate#features"
+)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -214,9 +230,18 @@ pub mod adapter {
     //! tower layer and the middleware copy and judge requests ([`Replay`], [`HttpResponse`],
     //! [`AsError`]).
     //!
-    //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`](crate::RetryMiddleware) or
+    //! A user of [`RetryLayer`](crate::RetryLayer), [`RetryMiddleware`] or
     //! [`retry`](crate::retry()) needs none of it, but for one thing: an error type of one's own that
     //! the layer should classify implements [`AsError`].
+    //!
+    #![cfg_attr(
+        feature = "reqwest-middleware",
+        doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+    )]
+    #![cfg_attr(
+        not(feature = "reqwest-middleware"),
+        doc = "[`RetryMiddleware`]: crate#features"
+    )]
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::AsError;
     pub use crate::http::HttpResponse;

@@ -7,8 +7,16 @@
 //! (`stagger::log`), so their messages carry no prefix of their own. When a call ends, its resend count
 //! is also recorded as `http.request.resend_count` on the span current at the time — the caller's
 //! request span — if that span declares the field.
+//!
+//! The reasons are stable `snake_case` tokens, recorded as strings (a formatting subscriber quotes
+//! them, `stop.reason="max_retries"`), the same as the metrics' labels:
+//!
+//! | field | values |
+//! |---|---|
+//! | `error.type` | why the attempt failed: a status code (`503`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or a custom classifier's [`Reason::Other`] ([`Reason::as_str`]) |
+//! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
+//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled` ([`StopReason::as_str`]) |
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::attempt::StopReason;
@@ -48,7 +56,7 @@ impl DelayCause {
         match self {
             Self::Backoff => "backoff",
             Self::Throttle => "throttle",
-            Self::ServerDelay => "retry-after",
+            Self::ServerDelay => "retry_after",
             Self::Cooldown => "cooldown",
         }
     }
@@ -62,15 +70,14 @@ pub(crate) fn retrying(
     reason: Reason,
     cause: DelayCause,
 ) {
-    let why = cause.as_str();
     event!(
         DEBUG,
         view,
         attempt,
         http.request.resend_count = attempt,
-        error.type = %ErrorType(reason),
+        error.type = reason.as_str(),
         delay_ms = millis(delay),
-        delay.reason = why,
+        delay.reason = cause.as_str(),
         "retrying"
     );
 }
@@ -115,9 +122,9 @@ pub(crate) fn stopped(
             view,
             attempts,
             http.request.resend_count = resends,
-            error.type = %ErrorType(reason),
+            error.type = reason.as_str(),
             slept_ms = millis(slept),
-            stop.reason = %stop,
+            stop.reason = stop.as_str(),
             "gave up while still failing"
         ),
         // A first attempt that succeeded is the common case and says nothing.
@@ -136,7 +143,7 @@ pub(crate) fn stopped(
             attempts,
             http.request.resend_count = resends,
             slept_ms = millis(slept),
-            stop.reason = %stop,
+            stop.reason = stop.as_str(),
             "stopped"
         ),
     }
@@ -144,21 +151,4 @@ pub(crate) fn stopped(
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// OpenTelemetry's `error.type`: the status code of a failed response, or a short name of the error.
-pub(crate) struct ErrorType(pub(crate) Reason);
-
-impl fmt::Display for ErrorType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Reason::Status(status) => write!(f, "{}", status.as_u16()),
-            Reason::Connect => f.write_str("connect"),
-            Reason::Timeout => f.write_str("timeout"),
-            Reason::ConnectionClosed => f.write_str("connection_closed"),
-            Reason::RefusedStream => f.write_str("refused_stream"),
-            Reason::GoAway => f.write_str("goaway"),
-            Reason::Other(reason) => f.write_str(reason),
-        }
-    }
 }

@@ -5,7 +5,7 @@
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | [`ATTEMPTS`] | counter | `http.request.method`, `server.address` | attempts made, first attempts, retries and hedges alike |
-//! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed (a status code, `timeout`, `connect`, …) and what set the delay (`backoff`, `throttle`, `retry-after`, `cooldown`) |
+//! | [`RETRIES`] | counter | the same, `error.type`, `delay.reason` | retries decided: why the attempt failed and what set the delay |
 //! | [`HEDGES`] | counter | `http.request.method`, `server.address` | hedged attempts started |
 //! | [`BUDGET_REFUSALS`] | counter | `http.request.method`, `server.address` | retries the budget refused |
 //! | [`THROTTLE_REJECTIONS`] | counter | `http.request.method`, `server.address` | attempts adaptive throttling rejected locally |
@@ -15,8 +15,23 @@
 //! | [`CALL_SLEPT`] | histogram (seconds) | `http.request.method`, `server.address` | time a call slept between attempts |
 //!
 //! Label names follow OpenTelemetry's HTTP conventions; `stop.reason` and `delay.reason` are stagger's
-//! own, with the values the `tracing` events carry. The labels of a call made by
-//! [`retry()`](crate::retry()), which has no request, are empty.
+//! own. The labels of a call made by [`retry()`](crate::retry()), which has no request, are empty.
+//!
+//! # Label values
+//!
+//! Every label takes its values from a bounded set, so that the number of series an exporter keeps
+//! is bounded whatever the requests are:
+//!
+//! | label | values |
+//! |---|---|
+//! | `http.request.method` | `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`, `TRACE`, `PATCH`; any other method is `_OTHER`, as in OpenTelemetry's HTTP conventions |
+//! | `server.address` | the request's host, for the first [`MAX_SERVER_ADDRESSES`] distinct hosts the process records; every later host is `_OTHER` |
+//! | `error.type` | a status code (`503`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
+//! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
+//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled` ([`StopReason::as_str`](crate::StopReason::as_str)) |
+//!
+//! The `tracing` events carry the same tokens in their `error.type`, `delay.reason` and `stop.reason`
+//! fields.
 //!
 //! Without the feature every recording function is an empty inline function, and none of this costs
 //! anything: the success path is 8 279 instructions (tower) and 16 468 (reqwest-middleware) with the
@@ -24,6 +39,17 @@
 //! once when it ends, and once per retry; with no recorder installed that costs about 3 200
 //! instructions a call (building the labels and keys the no-op recorder drops), so turn the feature on
 //! where an exporter is.
+
+/// How many distinct hosts `server.address` names in one process: the first hosts recorded keep
+/// their own series for the life of the process, and every later one is counted as `_OTHER`.
+///
+/// A host comes from the request, so a process that sends wherever its data points (a crawler, a
+/// webhook sender, a proxy) would otherwise add series without end. Why 100: a service calls a few
+/// upstreams, well under 100, and at 100 hosts and the 10 methods the metrics labelled with these two
+/// alone have at most 1 000 series each, half of the 2 000 an OpenTelemetry SDK keeps per metric by
+/// default before it folds every new series into one overflow series. Keeping the first hosts, rather
+/// than the most recent, keeps each series whole: a host's counts never move to another series.
+pub const MAX_SERVER_ADDRESSES: usize = 100;
 
 /// Counter: attempts made, first attempts, retries and hedges alike.
 pub const ATTEMPTS: &str = "stagger.attempts";
@@ -50,6 +76,8 @@ pub(crate) use imp::{call_ended, cooldown_wait, retry};
 
 #[cfg(feature = "metrics")]
 mod imp {
+    use std::collections::HashSet;
+    use std::sync::{Arc, LazyLock, PoisonError, RwLock};
     use std::time::Duration;
 
     use http::Method;
@@ -60,7 +88,10 @@ mod imp {
     use super::*;
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
-    use crate::log::{DelayCause, ErrorType};
+    use crate::log::DelayCause;
+
+    /// The value of a label past its bound.
+    const OTHER: &str = "_OTHER";
 
     /// The labels every metric carries: the request's method and host, when it has them.
     fn labels(view: Option<&RequestView<'_>>) -> Vec<Label> {
@@ -68,26 +99,51 @@ mod imp {
         let Some(view) = view else {
             return Vec::new();
         };
-        // The common methods as static strings: no allocation for them.
-        let method = match *view.method() {
-            Method::GET => SharedString::const_str("GET"),
-            Method::POST => SharedString::const_str("POST"),
-            Method::PUT => SharedString::const_str("PUT"),
-            Method::DELETE => SharedString::const_str("DELETE"),
-            Method::HEAD => SharedString::const_str("HEAD"),
-            Method::PATCH => SharedString::const_str("PATCH"),
-            ref other => SharedString::from(other.as_str().to_owned()),
-        };
-        let mut labels = vec![Label::new("http.request.method", method)];
+        let mut labels = vec![Label::from_static_parts(
+            "http.request.method",
+            method(view.method()),
+        )];
         if let Some(host) = view.host() {
-            // Shared, so that each metric of the call copies a reference, not the name.
-            let host: std::sync::Arc<str> = host.into();
-            labels.push(Label::new(
-                "server.address",
-                SharedString::from_shared(host),
-            ));
+            labels.push(Label::new("server.address", server_address(host)));
         }
         labels
+    }
+
+    /// The methods OpenTelemetry's HTTP conventions know, and `_OTHER`.
+    fn method(method: &Method) -> &'static str {
+        match *method {
+            Method::GET => "GET",
+            Method::HEAD => "HEAD",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::DELETE => "DELETE",
+            Method::CONNECT => "CONNECT",
+            Method::OPTIONS => "OPTIONS",
+            Method::TRACE => "TRACE",
+            Method::PATCH => "PATCH",
+            _ => OTHER,
+        }
+    }
+
+    /// `host` if it is one of the first [`MAX_SERVER_ADDRESSES`] hosts recorded, `_OTHER` past them.
+    /// A host's name is copied once, when it is first seen; each metric then shares it.
+    fn server_address(host: &str) -> SharedString {
+        static HOSTS: LazyLock<RwLock<HashSet<Arc<str>>>> = LazyLock::new(RwLock::default);
+        let known = |hosts: &HashSet<Arc<str>>| match hosts.get(host) {
+            Some(name) => Some(SharedString::from_shared(Arc::clone(name))),
+            None if hosts.len() >= MAX_SERVER_ADDRESSES => Some(SharedString::const_str(OTHER)),
+            None => None,
+        };
+        if let Some(label) = known(&HOSTS.read().unwrap_or_else(PoisonError::into_inner)) {
+            return label;
+        }
+        let mut hosts = HOSTS.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(label) = known(&hosts) {
+            return label;
+        }
+        let name: Arc<str> = host.into();
+        hosts.insert(Arc::clone(&name));
+        SharedString::from_shared(name)
     }
 
     /// Describes the metrics to the recorder, once per process.
@@ -124,7 +180,7 @@ mod imp {
 
     pub(crate) fn retry(view: Option<&RequestView<'_>>, reason: Reason, cause: DelayCause) {
         let mut labels = labels(view);
-        labels.push(Label::new("error.type", ErrorType(reason).to_string()));
+        labels.push(Label::from_static_parts("error.type", reason.as_str()));
         labels.push(Label::from_static_parts("delay.reason", cause.as_str()));
         counter!(RETRIES, labels).increment(1);
     }
@@ -156,7 +212,7 @@ mod imp {
         }
         if failing {
             let mut labels = labels;
-            labels.push(Label::new("stop.reason", stop.to_string()));
+            labels.push(Label::from_static_parts("stop.reason", stop.as_str()));
             counter!(CALLS_GIVEN_UP, labels).increment(1);
         }
     }

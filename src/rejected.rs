@@ -18,7 +18,7 @@ use crate::classify::AsError;
 /// left before the deadline: then the call fails at once, before anything is sent, with this error
 /// ([`StopReason::Cooldown`] in its [`RetryInfo`], no attempt made). Inside [`Error`](crate::Error)
 /// from the tower layer, or as the `reqwest_middleware::Error::Middleware` of the result from
-/// [`RetryMiddleware`](crate::RetryMiddleware). The default classifier counts it as fatal, so a
+/// [`RetryMiddleware`]. The default classifier counts it as fatal, so a
 /// stagger layer outside another one does not retry it.
 ///
 /// ```
@@ -58,6 +58,14 @@ use crate::classify::AsError;
 /// # #[cfg(not(feature = "tower"))]
 /// # fn main() {}
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rejected {
     pause: Duration,

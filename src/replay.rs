@@ -129,8 +129,9 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot copy and judge `{Req}` requests answered with `Result<{Res}, {E}>`",
-    note = "`RetryLayer::new` takes `http::Request<B>` with `B: Clone`, or `reqwest::Request` with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
-    note = "a body that is not `Clone` (hyper's `Incoming`) cannot be replayed: buffer it (`http_body_util::Full<Bytes>`)",
+    note = "`RetryLayer::new` takes `http::Request<B>` (http 1) with `B: Clone` or `B = stagger::ReplayBody<_>`, and `reqwest::Request` of reqwest 0.13 with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
+    note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
+    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
     note = "for any other request type, use `RetryLayer::with_classifier(policy, |result| ...)`"
 )]
 pub trait Replay<Req, Res, E> {
@@ -264,6 +265,10 @@ impl<Req> fmt::Debug for Recorded<Req> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpReplay;
 
+// A body that is not `Clone` is the usual reason this impl does not apply: without the attribute, the
+// compiler would say only "`Body: Clone` is not satisfied", not what `Replay`'s notes say (wrap it in
+// `ReplayBody`).
+#[diagnostic::do_not_recommend]
 impl<B, Res, E> Replay<http::Request<B>, Res, E> for HttpReplay
 where
     B: Clone,

@@ -817,6 +817,54 @@ async fn retry_returns_the_last_error_when_the_policy_gives_up() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
+/// The README's "any async operation" quick start, with a 1 ms backoff, against a port nothing listens
+/// on: what its `main` prints when it returns the error (`Error: ` and the error's `Debug`, through the
+/// `Box<dyn Error>` that `?` makes of it) says why the retries stopped, what they did, and the inner
+/// error's own message.
+#[tokio::test]
+async fn a_main_that_returns_the_error_prints_what_the_retries_did_and_the_inner_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = listener.local_addr().unwrap();
+    drop(listener);
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(MS))
+        .max_retries(20)
+        .max_elapsed(Duration::from_secs(60))
+        .no_budget()
+        .build()
+        .unwrap();
+
+    let connected = stagger::retry(
+        &policy,
+        || tokio::net::TcpStream::connect(closed),
+        |result| match result {
+            Ok(_) => Outcome::Success,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Outcome::RetrySafe(Reason::Connect)
+            }
+            Err(_) => Outcome::Fatal,
+        },
+    )
+    .await;
+    let error: Box<dyn std::error::Error> = connected.map(drop).unwrap_err().into();
+
+    let refused = error.source().expect("the inner error");
+    let io = refused
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(
+        format!("{error:?}"),
+        format!("gave up after 21 attempts (max retries reached, 20ms asleep): {refused}")
+    );
+    #[cfg(target_os = "linux")]
+    assert_eq!(refused.to_string(), "Connection refused (os error 111)");
+    assert_eq!(
+        error.to_string(),
+        "gave up after 21 attempts (max retries reached)"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The retry budget as a value: its shape, its errors, and one account shared by several policies
 

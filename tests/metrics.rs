@@ -5,13 +5,15 @@
 #![cfg(all(feature = "metrics", feature = "reqwest-middleware", feature = "tower"))]
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, OnceLock};
+use std::convert::Infallible;
+use std::io;
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use reqwest_middleware::ClientBuilder;
 use stagger::{Backoff, RetryLayer, RetryMiddleware, RetryPolicy, metrics as names};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
 use tracing::Instrument;
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -54,6 +56,7 @@ type Metrics = BTreeMap<(String, Vec<(String, String)>), DebugValue>;
 
 /// Every metric recorded while `run` ran.
 fn recorded(run: impl AsyncFnOnce()) -> Metrics {
+    loopback_host_first();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -75,6 +78,59 @@ fn recorded(run: impl AsyncFnOnce()) -> Metrics {
             ((key.name().to_owned(), labels), value)
         })
         .collect()
+}
+
+/// Makes `127.0.0.1` the first host the process records, before any test runs its calls: the hosts
+/// `server.address` names are the first the process sees, and the test of that bound fills the rest
+/// with hosts of its own, while the other tests expect their loopback server's address.
+fn loopback_host_first() {
+    static FIRST: Once = Once::new();
+    FIRST.call_once(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let request = http::Request::get("http://127.0.0.1/").body(()).unwrap();
+        let ok = service_fn(|_: http::Request<()>| async {
+            Ok::<_, Infallible>(http::Response::new(()))
+        });
+        let service = RetryLayer::new(policy()).layer(ok);
+        runtime.block_on(service.oneshot(request)).unwrap();
+    });
+}
+
+/// Sends `request` through `RetryLayer` to an in-process service that answers with `respond`.
+async fn through_the_layer(
+    policy: RetryPolicy,
+    request: http::Request<()>,
+    respond: impl Fn(&http::Request<()>) -> Result<http::Response<()>, io::Error> + Clone,
+) -> Result<http::Response<()>, stagger::Error<io::Error>> {
+    let service = service_fn(move |request: http::Request<()>| {
+        let answer = respond(&request);
+        async move { answer }
+    });
+    RetryLayer::new(policy)
+        .layer(service)
+        .oneshot(request)
+        .await
+}
+
+fn answer(status: u16) -> http::Response<()> {
+    http::Response::builder().status(status).body(()).unwrap()
+}
+
+/// The values of `label` across the series of `name`, with the counters' sums.
+fn series(metrics: &Metrics, name: &str, label: &str) -> BTreeMap<String, u64> {
+    let mut series = BTreeMap::new();
+    for ((metric, labels), value) in metrics {
+        let (true, DebugValue::Counter(count)) = (metric == name, value) else {
+            continue;
+        };
+        let value = labels.iter().find(|(key, _)| key == label);
+        let value = value.map_or_else(String::new, |(_, value)| value.clone());
+        *series.entry(value).or_default() += count;
+    }
+    series
 }
 
 fn labels(host: &str, more: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -174,7 +230,7 @@ fn a_call_that_gives_up_is_counted_by_its_stop_reason() {
     });
     let given_up = (
         names::CALLS_GIVEN_UP.to_owned(),
-        labels("127.0.0.1", &[("stop.reason", "max retries reached")]),
+        labels("127.0.0.1", &[("stop.reason", "max_retries")]),
     );
     assert_eq!(metrics.get(&given_up), Some(&DebugValue::Counter(1)));
     let attempts = (names::ATTEMPTS.to_owned(), labels("127.0.0.1", &[]));
@@ -218,6 +274,128 @@ fn a_retry_that_cannot_be_sent_is_not_counted() {
         panic!("{slept:?} in {metrics:#?}");
     };
     assert_eq!(slept.iter().map(|v| v.0).collect::<Vec<_>>(), [0.0]);
+}
+
+#[test]
+fn the_labels_carry_the_same_tokens_as_the_events() {
+    let metrics = recorded(async || {
+        let asks_for_a_pause = |request: &http::Request<()>| match request.uri().path() {
+            "/limited" => Ok(http::Response::builder()
+                .status(503)
+                .header("retry-after", "0")
+                .body(())
+                .unwrap()),
+            _ => Ok(answer(200)),
+        };
+        let get = |path: &str| {
+            let uri = format!("http://127.0.0.1{path}");
+            http::Request::get(uri).body(()).unwrap()
+        };
+        let limited = RetryPolicy::builder().max_retries(1).build().unwrap();
+        through_the_layer(limited, get("/limited"), asks_for_a_pause)
+            .await
+            .unwrap();
+        let post = http::Request::post("http://127.0.0.1/orders")
+            .body(())
+            .unwrap();
+        through_the_layer(policy(), post, |_| Ok(answer(502)))
+            .await
+            .unwrap();
+        let once = RetryPolicy::builder()
+            .backoff(Backoff::fixed(Duration::from_millis(1)))
+            .max_retries(1)
+            .build()
+            .unwrap();
+        through_the_layer(once, get("/refused"), |_| {
+            Err(io::ErrorKind::ConnectionRefused.into())
+        })
+        .await
+        .unwrap_err();
+    });
+    let get = |name: &str, method: &str, more: &[(&str, &str)]| {
+        let mut labels = labels("127.0.0.1", more);
+        labels.retain(|(key, _)| key != "http.request.method");
+        labels.push(("http.request.method".to_owned(), method.to_owned()));
+        labels.sort();
+        match metrics.get(&(name.to_owned(), labels)) {
+            Some(DebugValue::Counter(count)) => Some(*count),
+            _ => None,
+        }
+    };
+    let retried = |error_type, delay_reason| {
+        let more = [("error.type", error_type), ("delay.reason", delay_reason)];
+        get(names::RETRIES, "GET", &more)
+    };
+    assert_eq!(retried("503", "retry_after"), Some(1), "{metrics:#?}");
+    assert_eq!(retried("connect", "backoff"), Some(1), "{metrics:#?}");
+    let given_up = |method, stop_reason| {
+        get(
+            names::CALLS_GIVEN_UP,
+            method,
+            &[("stop.reason", stop_reason)],
+        )
+    };
+    assert_eq!(given_up("POST", "not_idempotent"), Some(1), "{metrics:#?}");
+    assert_eq!(given_up("GET", "max_retries"), Some(2), "{metrics:#?}");
+}
+
+/// OpenTelemetry's HTTP conventions know nine methods and record any other as `_OTHER`: so do the
+/// metrics, whatever methods the requests use.
+#[test]
+fn two_hundred_and_one_methods_make_at_most_ten_series() {
+    let known = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    let others = (0..192).map(|n| format!("CUSTOM{n}"));
+    let methods: Vec<String> = known
+        .iter()
+        .map(|m| (*m).to_owned())
+        .chain(others)
+        .collect();
+    assert_eq!(methods.len(), 201);
+    let metrics = recorded(async || {
+        for method in &methods {
+            let request = http::Request::builder()
+                .method(method.as_str())
+                .uri("http://127.0.0.1/items")
+                .body(())
+                .unwrap();
+            through_the_layer(policy(), request, |_| Ok(answer(200)))
+                .await
+                .unwrap();
+        }
+    });
+    let attempts = series(&metrics, names::ATTEMPTS, "http.request.method");
+    let mut expected: BTreeMap<String, u64> = known.iter().map(|m| ((*m).to_owned(), 1)).collect();
+    expected.insert("_OTHER".to_owned(), 192);
+    assert_eq!(attempts, expected);
+}
+
+/// A host comes from the request: past the first `MAX_SERVER_ADDRESSES` hosts of the process, every
+/// host is `_OTHER`, so that a client sending wherever its data says adds no series without end.
+#[test]
+fn past_the_first_hosts_every_host_is_counted_as_other() {
+    let hosts = names::MAX_SERVER_ADDRESSES + 50;
+    let metrics = recorded(async || {
+        for n in 0..hosts {
+            let uri = format!("http://host-{n}.example/items");
+            let request = http::Request::get(uri).body(()).unwrap();
+            through_the_layer(policy(), request, |_| Ok(answer(200)))
+                .await
+                .unwrap();
+        }
+    });
+    let attempts = series(&metrics, names::ATTEMPTS, "server.address");
+    assert!(
+        attempts.len() <= names::MAX_SERVER_ADDRESSES + 1,
+        "{} series: {attempts:?}",
+        attempts.len()
+    );
+    assert!(attempts["_OTHER"] >= 50, "{attempts:?}");
+    assert_eq!(attempts.values().sum::<u64>(), hosts as u64);
+    // The hosts named are the first ones seen (after the loopback address of the other tests).
+    assert_eq!(attempts.get("host-0.example"), Some(&1));
+    assert_eq!(attempts.get(&format!("host-{}.example", hosts - 1)), None);
 }
 
 /// The `http.request.resend_count` recorded on spans, by span name.

@@ -287,10 +287,10 @@ fn each_retry_s_event_names_what_set_its_delay_retry_after_throttle_or_backoff()
     };
     both(|adapter| async move {
         for (first, reason, delay) in [
-            (reply(429).header("retry-after-ms", 30), "retry-after", "30"),
+            (reply(429).header("retry-after-ms", 30), "retry_after", "30"),
             (
                 reply(503).header("x-ms-retry-after-ms", 30),
-                "retry-after",
+                "retry_after",
                 "30",
             ),
             (reply(429), "throttle", "15"),

@@ -735,7 +735,7 @@ async fn the_retry_and_the_give_up_are_logged_with_the_request_s_method_host_and
         assert_eq!(event.field("url.path"), "/orders");
         assert_eq!(event.field("error.type"), "503");
     }
-    assert_eq!(gave_up.field("stop.reason"), "max retries reached");
+    assert_eq!(gave_up.field("stop.reason"), "max_retries");
 }
 
 #[tokio::test]

@@ -633,7 +633,63 @@ async fn fatal_statuses_come_back_after_one_attempt() {
     }
 }
 
-/// An inner service that fails every attempt with an `io::Error` of `kind`, numbered.
+/// The messages along an error's source chain, from the error itself inwards: what a reporter such as
+/// anyhow's `{:#}` joins.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(error), |e| e.source())
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_limit_or_a_rejection_is_said_once_along_the_error_chain() {
+    let hangs = || service_fn(|_: Req| std::future::pending::<Result<Res, io::Error>>());
+
+    let policy = exact(ms(10))
+        .attempt_timeout(ms(300))
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let error = send(policy, hangs(), get()).await.unwrap_err();
+    assert_eq!(chain(&error), ["attempt 1 timed out after 300ms"]);
+    assert_eq!(
+        format!("{error:?}"),
+        "attempt 1 timed out after 300ms (max retries reached)"
+    );
+
+    let policy = exact(ms(100))
+        .max_elapsed(ms(250))
+        .attempt_timeout(ms(100))
+        .build()
+        .unwrap();
+    let error = send(policy, hangs(), get()).await.unwrap_err();
+    assert_eq!(chain(&error), ["deadline of 250ms passed after 2 attempts"]);
+    assert_eq!(
+        format!("{error:?}"),
+        "deadline of 250ms passed after 2 attempts (100ms asleep)"
+    );
+
+    // A 429 asking for a minute, longer than `max_retry_after`: the next request is not sent.
+    let policy = exact(ms(10)).host_cooldown(true).build().unwrap();
+    let limited = |_, _: &Req| {
+        let response = Response::builder().status(429).header("retry-after", "60");
+        response.body(String::new()).unwrap()
+    };
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server(&Hits::default(), limited));
+    client.clone().oneshot(get()).await.unwrap();
+    let error = client.oneshot(get()).await.unwrap_err();
+    assert!(error.rejected().is_some());
+    let rejected =
+        "not sent: the host asked for a pause of 60s more, longer than max_retry_after (30s)";
+    assert_eq!(chain(&error), [rejected]);
+    assert_eq!(format!("{error:?}"), rejected);
+    // `{:#?}` shows the fields.
+    assert!(format!("{error:#?}").starts_with("Error(\n    Rejected {"));
+}
+
+/// An inner service that fails every attempt with an `io::Error` of `kind`, numbered./// An inner service that fails every attempt with an `io::Error` of `kind`, numbered.
 fn failing(
     hits: &Hits,
     kind: io::ErrorKind,
@@ -1414,7 +1470,7 @@ async fn each_retry_is_a_debug_event_and_giving_up_while_failing_a_warn_with_the
     assert_eq!(gave_up.field("attempts"), "3");
     assert_eq!(gave_up.field("http.request.resend_count"), "2");
     assert_eq!(gave_up.field("slept_ms"), "300");
-    assert_eq!(gave_up.field("stop.reason"), "max retries reached");
+    assert_eq!(gave_up.field("stop.reason"), "max_retries");
     assert_eq!(gave_up.field("error.type"), "503");
     // No message repeats the target's name.
     assert!(events.iter().all(|e| !e.message.contains("stagger")));
@@ -1447,7 +1503,88 @@ async fn a_first_success_logs_nothing_a_later_one_a_debug_event_and_a_fatal_answ
         .unwrap();
     let stopped = events.stagger().pop().unwrap();
     assert_eq!(stopped.level, tracing::Level::DEBUG);
-    assert_eq!(stopped.field("stop.reason"), "not retryable");
+    assert_eq!(stopped.field("stop.reason"), "fatal");
+}
+
+/// `error.type`, `delay.reason` and `stop.reason` are stable `snake_case` tokens, which a logfmt or
+/// JSON line carries as they are: no spaces, whatever the reason.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_reasons_in_the_events_are_snake_case_tokens() {
+    let events = common::capture();
+
+    // A 503 asking for a second, then 503s: retry_after, then backoff, and max_retries.
+    let limited = |n, _: &Req| match n {
+        1 => Response::builder()
+            .status(503)
+            .header("retry-after", "1")
+            .body(String::new())
+            .unwrap(),
+        _ => status(503),
+    };
+    let policy = exact(ms(10)).max_retries(2).build().unwrap();
+    send(policy, server(&Hits::default(), limited), get())
+        .await
+        .unwrap();
+    // A POST answered 502, which the server may have acted on: not_idempotent.
+    let post = Request::post("http://test.invalid/orders")
+        .body(String::new())
+        .unwrap();
+    let policy = exact(ms(10)).build().unwrap();
+    send(policy, server(&Hits::default(), always(502)), post)
+        .await
+        .unwrap();
+    // Refused connections until the next retry would end past the deadline: connect, deadline.
+    let policy = exact(ms(40)).max_elapsed(ms(100)).build().unwrap();
+    let hits = Hits::default();
+    let refused = failing(&hits, io::ErrorKind::ConnectionRefused);
+    send(policy, refused, get()).await.unwrap_err();
+    // Resets, and the budget's one retry: connection_closed, budget.
+    let policy = exact(ms(10)).budget(one_retry()).build().unwrap();
+    let reset = failing(&hits, io::ErrorKind::ConnectionReset);
+    send(policy, reset, get()).await.unwrap_err();
+    // Attempts that time out: timeout.
+    let policy = exact(ms(10))
+        .attempt_timeout(ms(50))
+        .max_retries(1)
+        .build()
+        .unwrap();
+    let hangs = service_fn(|_: Req| std::future::pending::<Result<Res, io::Error>>());
+    send(policy, hangs, get()).await.unwrap_err();
+
+    let events = events.stagger();
+    let values = |field: &str| {
+        let mut values: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e.fields.get(field).map(String::as_str))
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        values
+    };
+    assert_eq!(values("delay.reason"), ["backoff", "retry_after"]);
+    assert_eq!(
+        values("stop.reason"),
+        ["budget", "deadline", "max_retries", "not_idempotent"]
+    );
+    assert_eq!(
+        values("error.type"),
+        ["502", "503", "connect", "connection_closed", "timeout"]
+    );
+    let gave_up: Vec<_> = events
+        .iter()
+        .filter(|e| e.message == "gave up while still failing")
+        .map(|e| (e.field("error.type"), e.field("stop.reason")))
+        .collect();
+    assert_eq!(
+        gave_up,
+        [
+            ("503", "max_retries"),
+            ("502", "not_idempotent"),
+            ("connect", "deadline"),
+            ("connection_closed", "budget"),
+            ("timeout", "max_retries"),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------

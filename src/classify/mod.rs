@@ -11,6 +11,7 @@ mod request;
 pub use errors::classify_error;
 pub use request::{AttemptResult, IDEMPOTENCY_KEY, RequestView};
 
+use std::any::Any;
 use std::error::Error;
 use std::fmt;
 use std::io;
@@ -91,8 +92,9 @@ impl Outcome {
 
 /// Why an attempt is worth retrying; it appears in `tracing` events and retry hooks.
 ///
-/// Its [`Display`](fmt::Display) is what the events print; a classifier of your own names its reasons
-/// with [`Reason::Other`].
+/// The `tracing` events and the metrics carry its token, [`as_str`](Reason::as_str); its
+/// [`Display`](fmt::Display) is a phrase for people. A classifier of your own names its reasons with
+/// [`Reason::Other`], in `snake_case` so that its token reads like the others.
 ///
 /// ```
 /// use http::StatusCode;
@@ -118,8 +120,65 @@ pub enum Reason {
     /// HTTP/2 graceful `GOAWAY` (`NO_ERROR`) from the server, for a stream above its last-stream-id: the
     /// server is shutting the connection down and did not process the stream.
     GoAway,
-    /// A reason given by a custom classifier.
+    /// A reason given by a custom classifier: a name from the program's text, so that the values of
+    /// `error.type` stay a bounded set.
     Other(&'static str),
+}
+
+impl Reason {
+    /// A stable `snake_case` token for the reason, as the `error.type` field of the `tracing` events
+    /// and the `error.type` label of the metrics carry it: a status is its code, as in OpenTelemetry's
+    /// `error.type`; an error is `connect`, `timeout`, `connection_closed`, `refused_stream` or
+    /// `goaway`; [`Reason::Other`] is its name as the classifier gave it. Its
+    /// [`Display`](fmt::Display) is a phrase for people.
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use stagger::Reason;
+    ///
+    /// assert_eq!(Reason::Status(StatusCode::SERVICE_UNAVAILABLE).as_str(), "503");
+    /// assert_eq!(Reason::ConnectionClosed.as_str(), "connection_closed");
+    /// assert_eq!(Reason::ConnectionClosed.to_string(), "connection closed");
+    /// assert_eq!(Reason::Other("queue_full").as_str(), "queue_full");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Status(status) => status_code(*status),
+            Self::Connect => "connect",
+            Self::Timeout => "timeout",
+            Self::ConnectionClosed => "connection_closed",
+            Self::RefusedStream => "refused_stream",
+            Self::GoAway => "goaway",
+            Self::Other(reason) => reason,
+        }
+    }
+}
+
+/// The three digits of every status code, 100 to 999, one after the other: a status's token is a
+/// slice of it, `'static` and made without formatting (`StatusCode::as_str` borrows the status).
+const STATUS_DIGITS: &str = {
+    const DIGITS: [u8; 2700] = {
+        let mut digits = [0; 2700];
+        let mut code = 100;
+        while code < 1000 {
+            let at = (code - 100) * 3;
+            digits[at] = b'0' + (code / 100) as u8;
+            digits[at + 1] = b'0' + (code / 10 % 10) as u8;
+            digits[at + 2] = b'0' + (code % 10) as u8;
+            code += 1;
+        }
+        digits
+    };
+    match std::str::from_utf8(&DIGITS) {
+        Ok(digits) => digits,
+        Err(_) => panic!("ASCII digits"),
+    }
+};
+
+fn status_code(status: StatusCode) -> &'static str {
+    // `StatusCode` holds 100 to 999.
+    let at = usize::from(status.as_u16() - 100) * 3;
+    &STATUS_DIGITS[at..at + 3]
 }
 
 impl fmt::Display for Reason {
@@ -448,14 +507,27 @@ pub trait AsError {
 }
 
 macro_rules! as_error_for {
-    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {$(
-        $(#[cfg(feature = $feature)])?
-        impl AsError for $ty {
-            fn as_error(&self) -> &(dyn Error + 'static) {
-                self
+    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {
+        $(
+            $(#[cfg(feature = $feature)])?
+            impl AsError for $ty {
+                fn as_error(&self) -> &(dyn Error + 'static) {
+                    self
+                }
             }
+        )*
+
+        /// `error` as an [`Error`], if it is one of the error types above.
+        fn listed(error: &dyn Any) -> Option<&(dyn Error + 'static)> {
+            $(
+                $(#[cfg(feature = $feature)])?
+                if let Some(error) = error.downcast_ref::<$ty>() {
+                    return Some(error);
+                }
+            )*
+            None
         }
-    )*};
+    };
 }
 
 as_error_for!(
@@ -468,6 +540,24 @@ as_error_for!(
     hyper_util::client::legacy::Error: "hyper-util",
     h2::Error: "h2",
 );
+
+/// `error` as an [`Error`], if its type is one of those this crate implements [`AsError`] for: how
+/// `stagger::Error`'s `Debug` prints an inner error's messages without an `AsError` bound.
+pub(crate) fn known_error(error: &dyn Any) -> Option<&(dyn Error + 'static)> {
+    if let Some(error) = listed(error) {
+        return Some(error);
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error + Send + Sync>>() {
+        return Some(error.as_error());
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error + Send>>() {
+        return Some(error.as_error());
+    }
+    if let Some(error) = error.downcast_ref::<Box<dyn Error>>() {
+        return Some(error.as_error());
+    }
+    None
+}
 
 impl AsError for Box<dyn Error + Send + Sync> {
     fn as_error(&self) -> &(dyn Error + 'static) {
@@ -496,6 +586,14 @@ impl AsError for std::convert::Infallible {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_s_token_is_its_code() {
+        for code in 100..1000 {
+            let status = StatusCode::from_u16(code).unwrap();
+            assert_eq!(Reason::Status(status).as_str(), status.as_str());
+        }
+    }
 
     #[test]
     fn status_table() {
