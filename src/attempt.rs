@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::classify::{Outcome, Reason};
-use crate::cooldown::Signal;
+use crate::fleet::cooldown::Signal;
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
 ///

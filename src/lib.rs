@@ -173,33 +173,15 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
-mod backoff;
-mod budget;
-mod builder;
-mod call;
 pub mod classify;
-mod cooldown;
+mod drive;
+mod engine;
 mod error;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-mod hedge;
-mod held;
-mod hosts;
-mod http;
-mod http_date;
-mod log;
-pub mod metrics;
-mod policy;
-mod pushback;
-mod rejected;
+mod fleet;
+mod observe;
 mod replay;
-mod replay_body;
 mod retry;
-mod retry_after;
-mod rng;
-mod sfv;
-mod state;
-mod throttle;
-mod timer;
+mod signals;
 
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest;
@@ -207,17 +189,18 @@ mod reqwest;
 pub mod tower;
 
 pub use crate::attempt::{RetryInfo, StopReason};
-pub use crate::backoff::{Backoff, Delays, Jitter};
-pub use crate::budget::{RetryBudget, RetryBudgetBuilder};
-pub use crate::builder::RetryPolicyBuilder;
 pub use crate::classify::{Outcome, Reason};
+pub use crate::engine::backoff::{Backoff, Delays, Jitter};
+pub use crate::engine::builder::RetryPolicyBuilder;
+pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+pub use crate::error::Rejected;
 pub use crate::error::{ConfigError, Elapsed, Error};
-pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
-pub use crate::pushback::server_delay;
-pub use crate::rejected::Rejected;
-pub use crate::replay_body::ReplayBody;
+pub use crate::fleet::budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::observe::metrics;
+pub use crate::replay::body::ReplayBody;
 pub use crate::retry::retry;
-pub use crate::retry_after::parse_retry_after;
+pub use crate::signals::pushback::server_delay;
+pub use crate::signals::retry_after::parse_retry_after;
 
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
@@ -244,9 +227,9 @@ pub mod adapter {
     )]
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::AsError;
-    pub use crate::http::HttpResponse;
+    pub use crate::engine::state::RetryState;
+    pub use crate::replay::judge::HttpResponse;
     pub use crate::replay::{HttpReplay, Recorded, Replay, ReplayFn, Sent};
-    pub use crate::state::RetryState;
 }
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.

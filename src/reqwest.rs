@@ -12,11 +12,11 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::attempt::RetryInfo;
-use crate::call::Call;
 use crate::classify::{AsError, RequestView};
-use crate::hedge::{Hedge, HedgeContext};
-use crate::held::{Held, HeldRacers, step};
-use crate::policy::RetryPolicy;
+use crate::drive::call::Call;
+use crate::drive::hedge::{Hedge, HedgeContext};
+use crate::drive::held::{Held, HeldRacers, step};
+use crate::engine::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.

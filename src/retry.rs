@@ -5,10 +5,10 @@ use std::ops::ControlFlow;
 use std::pin::pin;
 
 use crate::attempt::Attempt;
-use crate::call::{Attempted, Call};
 use crate::classify::Outcome;
+use crate::drive::call::{Attempted, Call};
+use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
-use crate::policy::RetryPolicy;
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
 /// retries, sleeping on tokio's timer between attempts.

@@ -415,7 +415,8 @@ impl ClassifyHttp for DefaultClassifier {
 /// primary limit with `403` and `X-RateLimit-Remaining: 0`, its secondary one with `403` and
 /// `Retry-After`. The server did not act on the request.
 pub(crate) fn rate_limited(headers: &http::HeaderMap) -> bool {
-    headers.contains_key(http::header::RETRY_AFTER) || crate::pushback::says_throttled(headers)
+    headers.contains_key(http::header::RETRY_AFTER)
+        || crate::signals::pushback::says_throttled(headers)
 }
 
 /// The default classification of a status code; see [`DefaultClassifier`].

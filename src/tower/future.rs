@@ -13,14 +13,14 @@ use ::tower::Service;
 use pin_project_lite::pin_project;
 
 use crate::attempt::RetryInfo;
-use crate::call::{Call, Final};
 use crate::classify::RequestView;
+use crate::drive::call::{Call, Final};
+use crate::drive::hedge::{Hedge, HedgeContext};
+use crate::drive::held::{Held, HeldRacers, step};
+use crate::engine::state::RetryState;
 use crate::error::Error;
-use crate::hedge::{Hedge, HedgeContext};
-use crate::held::{Held, HeldRacers, step};
-use crate::rejected::Rejected;
+use crate::error::Rejected;
 use crate::replay::{Replay, Sent};
-use crate::state::RetryState;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).

@@ -1,7 +1,7 @@
 use ::tower::Layer;
 
 use super::service::Retry;
-use crate::policy::RetryPolicy;
+use crate::engine::policy::RetryPolicy;
 use crate::replay::{HttpReplay, ReplayFn};
 
 /// Retries the requests of the service it wraps, as its [`RetryPolicy`] says.

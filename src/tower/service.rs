@@ -4,8 +4,8 @@ use ::tower::Service;
 
 use super::future::ResponseFuture;
 use crate::attempt::{RetryInfo, StopReason};
+use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
-use crate::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Replay};
 
 /// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::retry_after::{parse_retry_after, trim_ows};
-use crate::sfv::{Item, integer, items};
+use crate::signals::retry_after::{parse_retry_after, trim_ows};
+use crate::signals::sfv::{Item, integer, items};
 
 const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");

@@ -14,17 +14,17 @@ use std::task::{Context, Poll};
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::attempt::Attempt;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::call::{Attempted, Call, Final};
 use crate::classify::RequestView;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::hedge::Racers;
+use crate::drive::call::{Attempted, Call, Final};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::policy::RetryPolicy;
+use crate::drive::hedge::Racers;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::engine::policy::RetryPolicy;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::engine::state::RetryState;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::replay::{Recorded, Replay, Sent};
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::state::RetryState;
 
 /// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
 /// (retried if it is idempotent).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cooldown::Host;
+use crate::fleet::cooldown::Host;
 
 /// The most hosts a map holds.
 pub(crate) const MAX_HOSTS: usize = 4096;

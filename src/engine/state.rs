@@ -6,17 +6,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-mod beyond;
-
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
-use crate::backoff::DelayState;
-use crate::budget::Withdrawal;
-use crate::budget::{Account, RetryKind};
 use crate::classify::{Outcome, Reason, RequestView};
-use crate::cooldown::Ticket;
-use crate::log::{self, DelayCause};
-use crate::metrics;
-use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
+use crate::engine::backoff::DelayState;
+use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
+use crate::fleet::budget::Withdrawal;
+use crate::fleet::budget::{Account, RetryKind};
+use crate::fleet::cooldown::Ticket;
+use crate::observe::log::{self, DelayCause};
+use crate::observe::metrics;
 
 /// Which of the two time limits ends first for the attempt in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,27 +59,27 @@ pub(crate) enum Limit {
 /// `tokio::time::timeout` with [`RetryPolicy::attempt_timeout`] — or use [`retry`](crate::retry()),
 /// which does both.
 pub struct RetryState {
-    policy: RetryPolicy,
+    pub(super) policy: RetryPolicy,
     /// The request's delay schedules, from its first draw on. Boxed: on the heap of a request that
     /// retries, they keep the futures of every request small enough for the allocator's fastest size
     /// classes (the reqwest-middleware future fits 1 KiB with them boxed, and does not without).
-    delays: Option<Box<Schedules>>,
+    pub(super) delays: Option<Box<Schedules>>,
     /// The host's account of a budget kept per host, once the request's host is known.
-    partition: Option<Arc<Account>>,
+    pub(super) partition: Option<Arc<Account>>,
     /// Hedged attempts started.
-    hedges: u32,
+    pub(super) hedges: u32,
     /// When the call started, for its deadline and for the budget; `None` until first needed (see
     /// [`RetryPolicy::start`]): a call whose attempts all answer at their first poll never reads the
     /// clock.
-    started: Option<Instant>,
-    attempts: u32,
+    pub(super) started: Option<Instant>,
+    pub(super) attempts: u32,
     /// Time slept between attempts, in nanoseconds (saturating at 584 years): half a `Duration`, in a
     /// state every request's future holds.
-    slept: u64,
-    stop: Option<StopReason>,
+    pub(super) slept: u64,
+    pub(super) stop: Option<StopReason>,
     /// A retry was allowed and its budget withdrawn, but it has not been sent yet: given back if the
     /// state is dropped first.
-    withdrawn: Option<Withdrawal>,
+    pub(super) withdrawn: Option<Withdrawal>,
 }
 
 impl Clone for RetryState {
@@ -351,7 +349,7 @@ impl RetryState {
         self.stop(reason, Some(Reason::Other("retry due")), request);
     }
 
-    fn give_back(&mut self) {
+    pub(super) fn give_back(&mut self) {
         let Some(withdrawal) = self.withdrawn.take() else {
             return;
         };
@@ -401,18 +399,18 @@ impl RetryState {
     }
 
     /// Time slept between attempts.
-    fn slept(&self) -> Duration {
+    pub(super) fn slept(&self) -> Duration {
         Duration::from_nanos(self.slept)
     }
 
-    fn sleep(&mut self, delay: Duration) {
+    pub(super) fn sleep(&mut self, delay: Duration) {
         let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         self.slept = self.slept.saturating_add(nanos);
     }
 
     /// Ends the retries for `reason`; `failure` is why the last attempt failed, if it did in a way
     /// worth retrying.
-    fn stop(
+    pub(super) fn stop(
         &mut self,
         reason: StopReason,
         failure: Option<Reason>,
@@ -430,13 +428,13 @@ impl RetryState {
     }
 
     /// Time left before the deadline, if there is one and its clock has started.
-    fn remaining(&self) -> Option<Duration> {
+    pub(super) fn remaining(&self) -> Option<Duration> {
         let max = self.policy.shared.max_elapsed?;
         let started = self.started?;
         Some(max.saturating_sub(started.elapsed()))
     }
 
-    fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
+    pub(super) fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
         match self.policy.shared.retry_after {
             RetryAfterMode::Ignore => None,
             RetryAfterMode::Spread | RetryAfterMode::Strict => attempt.retry_after,
@@ -444,7 +442,7 @@ impl RetryState {
     }
 
     /// Every reason to stop that does not depend on the delay; `None` if a retry may follow.
-    fn stop_before_delay(&mut self, attempt: &Attempt) -> Option<StopReason> {
+    pub(super) fn stop_before_delay(&mut self, attempt: &Attempt) -> Option<StopReason> {
         let s = &*self.policy.shared;
         match attempt.outcome {
             Outcome::Success => return Some(StopReason::Success),
@@ -481,7 +479,7 @@ impl RetryState {
 
     /// The delay before the retry and what set it, or why there is none: the deadline, the host's
     /// pause, or the budget.
-    fn delay(
+    pub(super) fn delay(
         &mut self,
         attempt: &Attempt,
         request: Option<&RequestView<'_>>,
@@ -559,30 +557,30 @@ impl RetryState {
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
 /// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
 #[derive(Debug, Clone)]
-struct Schedules {
-    transient: DelayState,
-    throttle: Option<DelayState>,
+pub(super) struct Schedules {
+    pub(super) transient: DelayState,
+    pub(super) throttle: Option<DelayState>,
     /// Time waited for the host's pause before the first attempt: here rather than inline, since
     /// only a request that waited (and drew its wait's spread from here) has any.
-    cooldown: Duration,
+    pub(super) cooldown: Duration,
     /// The request's place in its host's queue, while it waits for it.
-    slot: Option<Ticket>,
+    pub(super) slot: Option<Ticket>,
     /// What the answers set aside in the hedged race in flight asked of the retry after it.
-    set_aside: Option<Pushback>,
+    pub(super) set_aside: Option<Pushback>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
 /// ends: the retry after the race obeys every answer of it, not only the last.
 #[derive(Debug, Clone, Copy, Default)]
-struct Pushback {
+pub(super) struct Pushback {
     /// The longest server delay asked for.
-    retry_after: Option<Duration>,
+    pub(super) retry_after: Option<Duration>,
     /// An answer was throttling.
-    throttled: bool,
+    pub(super) throttled: bool,
 }
 
 impl Schedules {
-    fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
+    pub(super) fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
         slot.get_or_insert_with(|| {
             Box::new(Self {
                 transient: DelayState::new(&s.backoff, s.streams.next_stream()),

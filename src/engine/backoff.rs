@@ -323,7 +323,10 @@ impl Backoff {
     /// }
     /// ```
     pub fn delays(&self) -> Delays {
-        Delays::new(*self, SmallRng::seed_from_u64(crate::rng::entropy_seed()))
+        Delays::new(
+            *self,
+            SmallRng::seed_from_u64(crate::engine::rng::entropy_seed()),
+        )
     }
 
     /// The jittered delays before retry 1, 2, 3, …, the same sequence for the same `seed`.

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::RequestView;
+use crate::drive::held::Source;
+use crate::drive::timer::{Timer, after, poll_zero_delay};
+use crate::engine::state::{Limit, RetryState};
 use crate::error::{Elapsed, Error};
-use crate::held::Source;
-use crate::state::{Limit, RetryState};
-use crate::timer::{Timer, after, poll_zero_delay};
 
 /// How an attempt ended.
 #[derive(Debug)]

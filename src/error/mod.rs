@@ -1,12 +1,15 @@
 //! The errors: an invalid configuration, and a call that ended without a response.
 
+mod rejected;
+
+pub use rejected::Rejected;
+
 use std::fmt;
 use std::time::Duration;
 
 use crate::attempt::{RetryInfo, StopReason};
-use crate::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 use crate::classify::AsError;
-use crate::rejected::Rejected;
+use crate::fleet::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderValue;
 
-use crate::http_date::parse_http_date;
+use crate::signals::http_date::parse_http_date;
 
 /// Parses a `Retry-After` value into how long the server asked the client to wait, measured from `now`.
 ///

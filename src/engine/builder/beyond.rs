@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::builder::RetryPolicyBuilder;
+use crate::engine::backoff::Backoff;
+use crate::engine::builder::RetryPolicyBuilder;
 
 impl RetryPolicyBuilder {
     /// Sets the schedule of a throttled attempt, one the server refused to limit the client's rate

@@ -14,9 +14,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::call::{Attempted, Call};
-use crate::policy::RetryPolicy;
-use crate::timer::{Timer, after};
+use crate::drive::call::{Attempted, Call};
+use crate::drive::timer::{Timer, after};
+use crate::engine::policy::RetryPolicy;
 
 /// The hedge of the attempt in flight; nothing allocated for a policy without `hedge_after`. `C` is
 /// what an adapter needs to send a hedge beside the attempt in flight (the middleware: a copy of the

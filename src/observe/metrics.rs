@@ -88,7 +88,7 @@ mod imp {
     use super::*;
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
-    use crate::log::DelayCause;
+    use crate::observe::log::DelayCause;
 
     /// The value of a label past its bound.
     const OTHER: &str = "_OTHER";
@@ -224,7 +224,7 @@ mod imp {
 
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
-    use crate::log::DelayCause;
+    use crate::observe::log::DelayCause;
 
     #[inline(always)]
     pub(crate) fn retry(_: Option<&RequestView<'_>>, _: Reason, _: DelayCause) {}

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{RetryState, Schedules};
+use super::state::{RetryState, Schedules};
 use crate::attempt::{Attempt, StopReason};
-use crate::budget::{RetryBudget, RetryKind, Withdrawal};
 use crate::classify::RequestView;
-use crate::cooldown::{self, Admission, Cooldowns, Host, Pause};
-use crate::log;
-use crate::metrics;
-use crate::rejected::Rejected;
+use crate::error::Rejected;
+use crate::fleet::budget::{RetryBudget, RetryKind, Withdrawal};
+use crate::fleet::cooldown::{self, Admission, Cooldowns, Host, Pause};
+use crate::observe::log;
+use crate::observe::metrics;
 
 impl RetryState {
     /// Before the first attempt of `request`: how long to wait for its host's pause to end, if the

@@ -2,7 +2,7 @@
 //! (`RateLimit`, `RateLimit-Policy`): members, their names and their integer parameters, without
 //! allocating. A field that does not parse is refused whole, as §4.2 requires.
 
-use crate::retry_after::trim_ows;
+use crate::signals::retry_after::trim_ows;
 
 /// One member of a list, a `RateLimit` or `RateLimit-Policy` policy: its name (the bare item, as written) and
 /// its parameters (from the first `;`).

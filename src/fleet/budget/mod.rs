@@ -37,8 +37,8 @@ use tokio::time::Instant;
 
 use crate::error::ConfigError;
 
-use crate::cooldown::Host;
-use crate::hosts::HostMap;
+use crate::fleet::cooldown::Host;
+use crate::fleet::hosts::HostMap;
 
 pub(crate) use account::{Account, RetryKind, Withdrawal};
 

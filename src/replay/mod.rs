@@ -1,5 +1,8 @@
 //! How an adapter copies one kind of request and judges its attempts; shared by both adapters.
 
+pub(crate) mod body;
+pub(crate) mod judge;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -7,11 +10,11 @@ use http::{HeaderMap, Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, IDEMPOTENCY_KEY, Outcome, RequestView};
-use crate::http::{HttpResponse, judge, record};
-use crate::policy::RetryPolicy;
-use crate::replay_body::{Recorder, ReplayBody, declared_length};
+use crate::engine::policy::RetryPolicy;
+use crate::replay::body::{Recorder, ReplayBody, declared_length};
 #[cfg(feature = "reqwest")]
-use crate::replay_body::{Recording, Unread};
+use crate::replay::body::{Recording, Unread};
+use crate::replay::judge::{HttpResponse, judge, record};
 
 /// The request of an attempt, as the layer still has it when the result arrives.
 ///

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backoff::{Backoff, Jitter};
-use crate::budget::RetryBudget;
-use crate::builder::RetryPolicyBuilder;
 use crate::classify::{ClassifyHttp, Reason};
-use crate::cooldown::Cooldowns;
-use crate::rng::StreamSource;
-use crate::state::RetryState;
-use crate::throttle::Throttles;
+use crate::engine::backoff::{Backoff, Jitter};
+use crate::engine::builder::RetryPolicyBuilder;
+use crate::engine::rng::StreamSource;
+use crate::engine::state::RetryState;
+use crate::fleet::budget::RetryBudget;
+use crate::fleet::cooldown::Cooldowns;
+use crate::fleet::throttle::Throttles;
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///

@@ -5,14 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backoff::Backoff;
-use crate::budget::RetryBudget;
 use crate::classify::{ClassifyHttp, DefaultClassifier};
-use crate::cooldown::Cooldowns;
+use crate::engine::backoff::Backoff;
+use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
+use crate::engine::rng::{StreamSource, entropy_seed};
 use crate::error::ConfigError;
-use crate::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
-use crate::rng::{StreamSource, entropy_seed};
-use crate::throttle::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW, Throttles};
+use crate::fleet::budget::RetryBudget;
+use crate::fleet::cooldown::Cooldowns;
+use crate::fleet::throttle::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW, Throttles};
 
 mod beyond;
 

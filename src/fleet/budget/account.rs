@@ -199,7 +199,7 @@ impl Account {
     }
 }
 
-impl crate::hosts::Idle for Account {
+impl crate::fleet::hosts::Idle for Account {
     /// Past its first window (whose calls may spend the starting credit), with every slot expired:
     /// the balance a fresh account would have.
     fn idle(&self, now: Instant) -> bool {

@@ -6,9 +6,9 @@ use http::{Extensions, HeaderMap, StatusCode};
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
-use crate::cooldown::Signal;
-use crate::policy::RetryPolicy;
-use crate::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
+use crate::engine::policy::RetryPolicy;
+use crate::fleet::cooldown::Signal;
+use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
 ///

@@ -1,0 +1,7 @@
+//! The guards shared by every request of a policy (and its clones): the table of hosts, the retry
+//! budget, the host cooldown and adaptive throttling.
+
+pub(crate) mod budget;
+pub(crate) mod cooldown;
+pub(crate) mod hosts;
+pub(crate) mod throttle;

@@ -1,0 +1,4 @@
+//! What the retries tell the world: `tracing` events and metrics.
+
+pub(crate) mod log;
+pub mod metrics;

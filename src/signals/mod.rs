@@ -1,0 +1,7 @@
+//! What a server says, parsed, with no policy: `Retry-After` and the other delay headers, the
+//! rate-limit headers, HTTP dates and structured field values.
+
+pub(crate) mod http_date;
+pub(crate) mod pushback;
+pub(crate) mod retry_after;
+pub(crate) mod sfv;
