@@ -5,7 +5,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::classify::{Outcome, Reason};
-use crate::fleet::cooldown::Signal;
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
 ///
@@ -484,5 +483,36 @@ impl RetryInfo {
             hedges: 0,
             stop: Some(reason),
         }
+    }
+}
+
+/// What an answer from a host tells its cooldown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Signal {
+    /// No answer (an error), or one the cooldown does not read.
+    #[default]
+    Nothing,
+    /// The host answered without refusing; `spent` is the wait its headers ask for when they say its
+    /// quota is spent (the next request would be refused), and `pace` the interval its stated rate
+    /// allows (`RateLimit-Policy`), if it states one.
+    Accepted {
+        spent: Option<Duration>,
+        pace: Option<Duration>,
+    },
+    /// The host refused the request and asked for `asked` (a `429`, or a `503` with a server delay);
+    /// `pace` as for an accept.
+    Refused {
+        asked: Duration,
+        pace: Option<Duration>,
+    },
+}
+
+impl Signal {
+    /// Whether the signal can put its host into the table: anything but a plain accept.
+    pub(crate) fn starts_a_cooldown(self) -> bool {
+        matches!(
+            self,
+            Self::Accepted { spent: Some(_), .. } | Self::Refused { .. }
+        )
     }
 }

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::RequestView;
-use crate::drive::held::Source;
 use crate::drive::timer::{Timer, after, poll_zero_delay};
 use crate::engine::state::{Limit, RetryState};
 use crate::error::{Elapsed, Error};
@@ -43,6 +42,32 @@ enum Phase {
     Pause(bool),
     /// The pause is over; the inner service is getting ready, under the deadline if `true`.
     Ready(bool),
+}
+
+/// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
+/// the request for the retry.
+pub(crate) trait Source<N> {
+    /// The attempt's request as an HTTP request, if it is one.
+    fn view(&self) -> Option<RequestView<'_>>;
+    /// Whether [`next`](Self::next) can make a retry: asked before the retry is decided.
+    fn replayable(&self) -> bool;
+    /// The request for the retry; `again` says whether another retry may follow it.
+    fn next(&mut self, again: bool) -> Option<N>;
+}
+
+/// `stagger::retry`'s operation: no request to log, and a retry is always possible.
+impl Source<()> for () {
+    fn view(&self) -> Option<RequestView<'_>> {
+        None
+    }
+
+    fn replayable(&self) -> bool {
+        true
+    }
+
+    fn next(&mut self, _again: bool) -> Option<()> {
+        Some(())
+    }
 }
 
 /// One call's retries as an adapter drives them.

@@ -1,34 +1,22 @@
 //! What an adapter holds of a request while its attempts run, and the step both adapters take after
 //! each attempt: judge it, then retry with a copy of what is held, or end the call.
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::future::Future;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::marker::PhantomData;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::ops::ControlFlow;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::pin::Pin;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use std::task::{Context, Poll};
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::attempt::Attempt;
 use crate::classify::RequestView;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-use crate::drive::call::{Attempted, Call, Final};
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::drive::call::{Attempted, Call, Final, Source};
 use crate::drive::hedge::Racers;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::engine::policy::RetryPolicy;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::engine::state::RetryState;
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::replay::{Recorded, Replay, Sent};
 
 /// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
 /// (retried if it is idempotent).
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 #[inline]
 pub(crate) fn judge_attempt<Req, Res, E, R>(
     replay: &R,
@@ -54,7 +42,6 @@ where
 /// cold in the cache, and moving a request out of it and a new copy back in cost more than the copy
 /// itself (`examples/herd/`, 10 000 clients). The last attempt a request can have sends the held copy
 /// itself, so that no copy is made that no retry could use.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) enum Held<Req, K> {
     /// A copy for the retries.
     Copy(Req),
@@ -68,7 +55,6 @@ pub(crate) enum Held<Req, K> {
     Kept(K),
 }
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<Req, K> Held<Req, K> {
     /// Keeps a copy of `request` when a retry may follow it — or, for a body that cannot be copied and
     /// a policy with a `replay_buffer`, starts recording it — and only what judging needs otherwise: no
@@ -157,7 +143,6 @@ impl<Req, K> Held<Req, K> {
 /// [`Call::poll_pause`] waits out) with what `next` makes of the held request — the request for the
 /// retry, or a promise to make it after the pause — or end with the call's result, its [`RetryInfo`]
 /// recorded. `next` is told whether a retry may follow the attempt it is for.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 #[inline]
 pub(crate) fn step<Req, Res, E, R, N>(
     answered: Attempted<Result<Res, E>>,
@@ -184,33 +169,6 @@ where
     call.conclude(attempt, answered, &mut source, record)
 }
 
-/// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
-/// the request for the retry.
-pub(crate) trait Source<N> {
-    /// The attempt's request as an HTTP request, if it is one.
-    fn view(&self) -> Option<RequestView<'_>>;
-    /// Whether [`next`](Self::next) can make a retry: asked before the retry is decided.
-    fn replayable(&self) -> bool;
-    /// The request for the retry; `again` says whether another retry may follow it.
-    fn next(&mut self, again: bool) -> Option<N>;
-}
-
-/// `stagger::retry`'s operation: no request to log, and a retry is always possible.
-impl Source<()> for () {
-    fn view(&self) -> Option<RequestView<'_>> {
-        None
-    }
-
-    fn replayable(&self) -> bool {
-        true
-    }
-
-    fn next(&mut self, _again: bool) -> Option<()> {
-        Some(())
-    }
-}
-
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 struct HeldSource<'h, Req, K, R, F, Res, E> {
     held: &'h mut Held<Req, K>,
     replay: &'h R,
@@ -218,7 +176,6 @@ struct HeldSource<'h, Req, K, R, F, Res, E> {
     judged: PhantomData<fn(Res, E)>,
 }
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<Req, Res, E, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F, Res, E>
 where
     R: Replay<Req, Res, E>,
@@ -241,7 +198,6 @@ where
 /// held and handed to `send` (the adapter's way of sending it) once `ready` (the adapter's way of
 /// getting ready to send it, which may keep what it readies in the race's context) says it can go:
 /// `Pending` not yet, `Ready(false)` never.
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
     pub(crate) held: &'h mut Held<Req, K>,
     pub(crate) replay: &'h R,
@@ -249,7 +205,6 @@ pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
     pub(crate) send: S,
 }
 
-#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
 where
     R: Replay<Req, Res, E>,

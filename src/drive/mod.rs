@@ -4,5 +4,6 @@
 pub(crate) mod call;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod hedge;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod held;
 pub(crate) mod timer;

@@ -10,7 +10,8 @@ use crate::attempt::{Attempt, StopReason};
 use crate::classify::RequestView;
 use crate::error::Rejected;
 use crate::fleet::budget::{RetryBudget, RetryKind, Withdrawal};
-use crate::fleet::cooldown::{self, Admission, Cooldowns, Host, Pause};
+use crate::fleet::cooldown::{self, Admission, Cooldowns, Pause};
+use crate::fleet::hosts::Host;
 use crate::observe::log;
 use crate::observe::metrics;
 

@@ -4,13 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::classify::{ClassifyHttp, Reason};
 use crate::engine::backoff::{Backoff, Jitter};
-use crate::engine::builder::RetryPolicyBuilder;
 use crate::engine::rng::StreamSource;
-use crate::engine::state::RetryState;
 use crate::fleet::budget::RetryBudget;
 use crate::fleet::cooldown::Cooldowns;
 use crate::fleet::throttle::Throttles;
@@ -20,7 +16,7 @@ use crate::fleet::throttle::Throttles;
 /// In every mode but [`Ignore`](RetryAfterMode::Ignore), a `Retry-After` longer than the policy's
 /// `max_retry_after` stops the retries and the response is handed back as received.
 ///
-/// Set with [`RetryPolicyBuilder::retry_after`]. The delay each mode gives before retrying a `503`
+/// Set with [`RetryPolicyBuilder::retry_after`](crate::RetryPolicyBuilder::retry_after). The delay each mode gives before retrying a `503`
 /// that carries `Retry-After: 2`, under a 10 ms backoff:
 ///
 /// ```
@@ -74,7 +70,7 @@ pub enum RetryAfterMode {
     Ignore,
 }
 
-/// One retry about to happen, as a [`RetryPolicyBuilder::on_retry`] hook sees it.
+/// One retry about to happen, as a [`RetryPolicyBuilder::on_retry`](crate::RetryPolicyBuilder::on_retry) hook sees it.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -119,9 +115,9 @@ pub(crate) type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// The rules for retrying: backoff, limits, budget, `Retry-After` and classification.
 ///
 /// Cheap to clone; clones share one retry budget and one seed, so a policy is meant to be built once and
-/// shared by every request of a client. Each request runs its own [`RetryState`] from
+/// shared by every request of a client. Each request runs its own [`RetryState`](crate::adapter::RetryState) from
 /// [`RetryPolicy::start`]. Differently configured policies share a budget when they are built with
-/// clones of one [`RetryBudget`] (see [`RetryPolicyBuilder::budget`]).
+/// clones of one [`RetryBudget`] (see [`RetryPolicyBuilder::budget`](crate::RetryPolicyBuilder::budget)).
 ///
 /// # Default
 ///
@@ -216,7 +212,7 @@ impl RetryPolicy {
     /// ```
     pub const DEFAULT_INITIAL_DELAY: Duration = Duration::from_millis(100);
     /// The default number of retries after the first attempt: 10, a backstop behind the deadline and
-    /// the budget (see [`RetryPolicyBuilder::max_retries`]).
+    /// the budget (see [`RetryPolicyBuilder::max_retries`](crate::RetryPolicyBuilder::max_retries)).
     ///
     /// ```
     /// # use stagger::RetryPolicy;
@@ -256,7 +252,7 @@ impl RetryPolicy {
     /// The default schedule of a throttled attempt (a `429`, or a `503` with a rate-limit header)
     /// without a usable server delay: exponential from 500 ms, base 2, `max_delay` 20 s, equal jitter,
     /// so 250–500 ms, then 500 ms–1 s, 1–2 s, … See
-    /// [`RetryPolicyBuilder::throttle_backoff`] for why.
+    /// [`RetryPolicyBuilder::throttle_backoff`](crate::RetryPolicyBuilder::throttle_backoff) for why.
     ///
     /// ```
     /// use std::time::Duration;
@@ -271,7 +267,7 @@ impl RetryPolicy {
         Backoff::exponential(Duration::from_millis(500)).jitter(Jitter::Equal);
 
     /// The default replay buffer: 64 KiB of a body that cannot be copied are kept for a retry (see
-    /// [`RetryPolicyBuilder::replay_buffer`]).
+    /// [`RetryPolicyBuilder::replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)).
     ///
     /// ```
     /// # use stagger::RetryPolicy;
@@ -280,64 +276,8 @@ impl RetryPolicy {
     pub const DEFAULT_REPLAY_BUFFER: usize = 64 * 1024;
 
     /// The default window of adaptive throttling: 10 s (see
-    /// [`RetryPolicyBuilder::adaptive_throttle_window`]).
+    /// [`RetryPolicyBuilder::adaptive_throttle_window`](crate::RetryPolicyBuilder::adaptive_throttle_window)).
     pub const DEFAULT_ADAPTIVE_THROTTLE_WINDOW: Duration = Duration::from_secs(10);
-
-    /// A builder starting from the defaults.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use stagger::RetryPolicy;
-    ///
-    /// let policy = RetryPolicy::builder().max_retries(5).build()?;
-    /// assert_eq!(policy.max_retries(), 5);
-    /// assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30))); // not set: the default
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    pub fn builder() -> RetryPolicyBuilder {
-        RetryPolicyBuilder::new()
-    }
-
-    /// Starts the retries of one request: deposits into the budget, starts the deadline's clock (when
-    /// there is a deadline) and draws the request's own jitter stream.
-    ///
-    /// For an adapter of your own (see [`RetryState`]); the tower layer, the middleware and
-    /// [`retry`](crate::retry()) call it for you.
-    ///
-    /// ```
-    /// use stagger::adapter::{Attempt, Decision};
-    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
-    ///
-    /// let policy = RetryPolicy::default();
-    /// let mut state = policy.start(); // one per request
-    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
-    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
-    /// state.begin_retry().unwrap();
-    /// let answered = Attempt::new(Outcome::Success);
-    /// assert_eq!(state.decide(answered), Decision::Stop(StopReason::Success));
-    /// assert_eq!(state.info().attempts(), 2);
-    /// ```
-    pub fn start(&self) -> RetryState {
-        let started = self.shared.max_elapsed.map(|_| Instant::now());
-        self.start_at(started)
-    }
-
-    /// [`start`](Self::start) for an adapter that starts the deadline's clock itself, when an attempt
-    /// first has to wait: an attempt that answers at its first poll took no time, and a request that
-    /// succeeds that way never reads the clock.
-    pub(crate) fn start_unclocked(&self) -> RetryState {
-        self.start_at(None)
-    }
-
-    fn start_at(&self, started: Option<Instant>) -> RetryState {
-        // A budget kept per host takes the deposit in the host's account, once the host is known.
-        if let Some(budget) = &self.shared.budget
-            && !budget.per_host()
-        {
-            budget.deposit();
-        }
-        RetryState::new(self.clone(), started)
-    }
 
     /// The backoff in use.
     pub fn backoff(&self) -> &Backoff {
@@ -350,25 +290,25 @@ impl RetryPolicy {
     }
 
     /// How long an attempt waits before a hedge races it, if hedging is on (see
-    /// [`RetryPolicyBuilder::hedge_after`]).
+    /// [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)).
     pub fn hedge_after(&self) -> Option<Duration> {
         self.shared.hedge_after
     }
 
     /// The most bytes of a streaming body kept for a retry (see
-    /// [`RetryPolicyBuilder::replay_buffer`]); 0 when such bodies are sent once.
+    /// [`RetryPolicyBuilder::replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)); 0 when such bodies are sent once.
     pub fn replay_buffer(&self) -> usize {
         self.shared.replay_buffer
     }
 
     /// Adaptive throttling's multiplier `k`, if it is on (see
-    /// [`RetryPolicyBuilder::adaptive_throttle`]).
+    /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     pub fn adaptive_throttle(&self) -> Option<f64> {
         self.shared.throttles.as_ref().map(Throttles::k)
     }
 
     /// Whether a pause a host asks for holds every request to it (see
-    /// [`RetryPolicyBuilder::host_cooldown`]).
+    /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     pub fn host_cooldown(&self) -> bool {
         self.shared.cooldowns.is_some()
     }

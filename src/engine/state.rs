@@ -82,6 +82,49 @@ pub struct RetryState {
     pub(super) withdrawn: Option<Withdrawal>,
 }
 
+impl RetryPolicy {
+    /// Starts the retries of one request: deposits into the budget, starts the deadline's clock (when
+    /// there is a deadline) and draws the request's own jitter stream.
+    ///
+    /// For an adapter of your own (see [`RetryState`]); the tower layer, the middleware and
+    /// [`retry`](crate::retry()) call it for you.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// let mut state = policy.start(); // one per request
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
+    /// state.begin_retry().unwrap();
+    /// let answered = Attempt::new(Outcome::Success);
+    /// assert_eq!(state.decide(answered), Decision::Stop(StopReason::Success));
+    /// assert_eq!(state.info().attempts(), 2);
+    /// ```
+    pub fn start(&self) -> RetryState {
+        let started = self.shared.max_elapsed.map(|_| Instant::now());
+        self.start_at(started)
+    }
+
+    /// [`start`](Self::start) for an adapter that starts the deadline's clock itself, when an attempt
+    /// first has to wait: an attempt that answers at its first poll took no time, and a request that
+    /// succeeds that way never reads the clock.
+    pub(crate) fn start_unclocked(&self) -> RetryState {
+        self.start_at(None)
+    }
+
+    fn start_at(&self, started: Option<Instant>) -> RetryState {
+        // A budget kept per host takes the deposit in the host's account, once the host is known.
+        if let Some(budget) = &self.shared.budget
+            && !budget.per_host()
+        {
+            budget.deposit();
+        }
+        RetryState::new(self.clone(), started)
+    }
+}
+
 impl Clone for RetryState {
     /// A copy of the state so far. A pending budget withdrawal stays with the original, so that it is
     /// given back at most once.

@@ -1,7 +1,12 @@
-//! The errors: an invalid configuration, and a call that ended without a response.
+//! Every public error: an invalid configuration ([`ConfigError`]), a call that ended without a
+//! response ([`Error`]), a time limit that ended it ([`Elapsed`]), a request not sent ([`Rejected`]).
 
+pub(crate) mod config;
+mod elapsed;
 mod rejected;
 
+pub use config::ConfigError;
+pub use elapsed::Elapsed;
 pub use rejected::Rejected;
 
 use std::fmt;
@@ -9,123 +14,6 @@ use std::time::Duration;
 
 use crate::attempt::{RetryInfo, StopReason};
 use crate::classify::AsError;
-use crate::fleet::budget::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
-
-/// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
-///
-/// Each message names the field and the value it was given.
-///
-/// ```
-/// use std::time::Duration;
-/// use stagger::{ConfigError, RetryPolicy};
-///
-/// match RetryPolicy::builder().attempt_timeout(Duration::ZERO).build() {
-///     Err(ConfigError::AttemptTimeout(timeout)) => assert_eq!(timeout, Duration::ZERO),
-///     other => panic!("expected AttemptTimeout, got {other:?}"),
-/// }
-///
-/// let error = RetryPolicy::builder().max_elapsed(Duration::ZERO).build().unwrap_err();
-/// assert_eq!(
-///     error.to_string(),
-///     "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed() for no deadline)"
-/// );
-/// ```
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq)]
-pub enum ConfigError {
-    /// The backoff base is below `1.0`, NaN or infinite.
-    InvalidBase(f64),
-    /// The backoff's `max_delay` is smaller than its initial delay.
-    MaxDelayBelowInitial {
-        /// The configured cap.
-        max_delay: Duration,
-        /// The configured initial delay.
-        initial: Duration,
-    },
-    /// The retry budget's [`ratio`](crate::RetryBudgetBuilder::ratio) is outside `0.0..=1.0`, or NaN:
-    /// often a percentage where a ratio belongs (`20.0` for `0.2`).
-    BudgetRatio(f64),
-    /// The retry budget's [`window`](crate::RetryBudgetBuilder::window) is outside 1 s to 60 s.
-    BudgetWindow(Duration),
-    /// `max_elapsed` is zero: no attempt could ever be made.
-    MaxElapsed(Duration),
-    /// `attempt_timeout` is zero: every attempt would time out before it started.
-    AttemptTimeout(Duration),
-    /// Adaptive throttling's `k` is below `1.0`, NaN or infinite.
-    AdaptiveThrottle(f64),
-    /// Adaptive throttling's window is outside 1 s to 300 s.
-    AdaptiveThrottleWindow(Duration),
-    /// `hedge_after` is zero: every request would be sent twice.
-    HedgeAfter(Duration),
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::InvalidBase(base) => {
-                write!(f, "backoff base must be a finite number >= 1.0, got {base}")
-            }
-            Self::MaxDelayBelowInitial { max_delay, initial } => write!(
-                f,
-                "backoff max_delay ({max_delay:?}) must not be below the initial delay ({initial:?})"
-            ),
-            Self::BudgetRatio(ratio) => {
-                write!(
-                    f,
-                    "budget ratio must be within 0.0..={MAX_RATIO:?}, got {ratio}: it is retries per \
-                     request, not a percentage, so 20 % is 0.2"
-                )?;
-                if *ratio > MAX_RATIO {
-                    f.write_str(
-                        ", and over 1.0 retries would more than double the load on a failing server \
-                         (use no_budget() for no budget)",
-                    )?;
-                }
-                Ok(())
-            }
-            Self::BudgetWindow(window) => {
-                write!(
-                    f,
-                    "budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {window:?}: "
-                )?;
-                if *window < MIN_WINDOW {
-                    f.write_str(
-                        "the floor of min_per_second is held as whole retries per window, and under \
-                         1s it can round to none (1 retry/s over 500ms is half a retry)",
-                    )
-                } else {
-                    f.write_str(
-                        "the window banks the deposits of calm spells, and over 60s the first \
-                         moments of an outage could spend more than a minute's worth of them at once",
-                    )
-                }
-            }
-            Self::MaxElapsed(max_elapsed) => write!(
-                f,
-                "max_elapsed must be greater than zero, got {max_elapsed:?} (use no_max_elapsed() for no deadline)"
-            ),
-            Self::AdaptiveThrottle(k) => write!(
-                f,
-                "adaptive_throttle's k must be a finite number >= 1.0, got {k}: below 1.0 a backend \
-                 that accepts every request would still be throttled (2.0 is the SRE book's choice)"
-            ),
-            Self::AdaptiveThrottleWindow(window) => write!(
-                f,
-                "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
-            ),
-            Self::HedgeAfter(delay) => write!(
-                f,
-                "hedge_after must be greater than zero, got {delay:?}: every request would be sent twice"
-            ),
-            Self::AttemptTimeout(timeout) => write!(
-                f,
-                "attempt_timeout must be greater than zero, got {timeout:?} (use no_attempt_timeout() for none)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// How a call ended when it ended without a response: the inner service's error, or a time limit.
 ///
@@ -239,7 +127,7 @@ impl<E> Error<E> {
     pub const fn info(&self) -> RetryInfo {
         match &self.repr {
             Repr::Inner(_, info) | Repr::Unsent(info) => *info,
-            Repr::Elapsed(elapsed) => elapsed.info,
+            Repr::Elapsed(elapsed) => elapsed.info(),
             Repr::Rejected(rejected) => rejected.info(),
         }
     }
@@ -541,127 +429,6 @@ impl<E> AsError for Error<E>
 where
     E: AsError + fmt::Debug + 'static,
 {
-    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
-        self
-    }
-}
-
-/// A time limit of the policy ended the call: the deadline (`max_elapsed`) passed with no response to
-/// hand back, or the last attempt ran past `attempt_timeout`.
-///
-/// The attempt in flight was dropped, which cancels it (a client closes its connection or resets its
-/// stream). Inside [`Error`], or, from [`RetryMiddleware`], as the
-/// `reqwest_middleware::Error::Middleware` of the result. The default classifier counts it as a timeout,
-/// so a stagger layer outside another one retries it like any timeout.
-///
-/// ```
-/// use std::time::Duration;
-/// use stagger::{Outcome, RetryPolicy};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let hangs = || std::future::pending::<std::io::Result<()>>();
-///
-/// // Each attempt may take 1 s; the only one allowed takes longer.
-/// let policy = RetryPolicy::builder()
-///     .attempt_timeout(Duration::from_secs(1))
-///     .max_retries(0)
-///     .build()
-///     .unwrap();
-/// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
-/// let elapsed = error.elapsed().unwrap();
-/// assert!(elapsed.is_attempt_timeout());
-/// assert_eq!(elapsed.limit(), Duration::from_secs(1));
-///
-/// // The whole call may take 5 s, and the attempt has no limit of its own.
-/// let policy = RetryPolicy::builder()
-///     .max_elapsed(Duration::from_secs(5))
-///     .no_attempt_timeout()
-///     .build()
-///     .unwrap();
-/// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();
-/// let elapsed = error.elapsed().unwrap();
-/// assert!(elapsed.is_deadline());
-/// assert_eq!((elapsed.limit(), elapsed.info().attempts()), (Duration::from_secs(5), 1));
-/// # }
-/// ```
-#[cfg_attr(
-    feature = "reqwest-middleware",
-    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
-)]
-#[cfg_attr(
-    not(feature = "reqwest-middleware"),
-    doc = "[`RetryMiddleware`]: crate#features"
-)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Elapsed {
-    limit: Limit,
-    after: Duration,
-    info: RetryInfo,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Limit {
-    Deadline,
-    Attempt,
-}
-
-impl Elapsed {
-    pub(crate) const fn deadline(max_elapsed: Duration, info: RetryInfo) -> Self {
-        Self {
-            limit: Limit::Deadline,
-            after: max_elapsed,
-            info,
-        }
-    }
-
-    pub(crate) const fn attempt(attempt_timeout: Duration, info: RetryInfo) -> Self {
-        Self {
-            limit: Limit::Attempt,
-            after: attempt_timeout,
-            info,
-        }
-    }
-
-    /// Whether the deadline (`max_elapsed`) passed.
-    pub const fn is_deadline(&self) -> bool {
-        matches!(self.limit, Limit::Deadline)
-    }
-
-    /// Whether the last attempt ran past `attempt_timeout`.
-    pub const fn is_attempt_timeout(&self) -> bool {
-        matches!(self.limit, Limit::Attempt)
-    }
-
-    /// The limit that passed: the policy's `max_elapsed` or its `attempt_timeout`.
-    pub const fn limit(&self) -> Duration {
-        self.after
-    }
-
-    /// What the retries did up to then.
-    pub const fn info(&self) -> RetryInfo {
-        self.info
-    }
-}
-
-impl fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let attempts = self.info.attempts();
-        let plural = if attempts == 1 { "" } else { "s" };
-        match self.limit {
-            Limit::Deadline => write!(
-                f,
-                "deadline of {:?} passed after {attempts} attempt{plural}",
-                self.after
-            ),
-            Limit::Attempt => write!(f, "attempt {attempts} timed out after {:?}", self.after),
-        }
-    }
-}
-
-impl std::error::Error for Elapsed {}
-
-impl AsError for Elapsed {
     fn as_error(&self) -> &(dyn std::error::Error + 'static) {
         self
     }

@@ -31,14 +31,14 @@
 //! host is in it.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::classify::RequestView;
+use crate::attempt::Signal;
+use crate::fleet::hosts::Host;
 
 /// The most hosts the table holds. Past it, a new host first evicts the entries that have ended,
 /// then the eighth that end first: a client talking to more hosts than this at once keeps the
@@ -72,54 +72,6 @@ const BISECT_UNTIL: f64 = 1.03;
 
 /// Gaps between accepted requests measured while probing before the pace is set.
 const PROBE_GAPS: u32 = 2;
-
-/// Which host a request goes to: a hash of its host name and port.
-///
-/// A hash rather than the name, so that a lookup allocates nothing; two hosts whose 64-bit hashes
-/// collide would share their state, once in 2⁶⁴.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Host(u64);
-
-impl Host {
-    /// The host of `request`, if its target (or, in origin form, its `Host` header) names one. Host
-    /// names are compared without regard to case (RFC 9110 §4.2.3): `API.Example.test` is
-    /// `api.example.test`.
-    pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
-        let name = request.host()?;
-        let mut hasher = DefaultHasher::new();
-        for byte in name.bytes() {
-            hasher.write_u8(byte.to_ascii_lowercase());
-        }
-        request.port().hash(&mut hasher);
-        Some(Self(hasher.finish()))
-    }
-
-    #[cfg(test)]
-    pub(crate) const fn from_raw(n: u64) -> Self {
-        Self(n)
-    }
-}
-
-/// What an answer from a host tells its cooldown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Signal {
-    /// No answer (an error), or one the cooldown does not read.
-    #[default]
-    Nothing,
-    /// The host answered without refusing; `spent` is the wait its headers ask for when they say its
-    /// quota is spent (the next request would be refused), and `pace` the interval its stated rate
-    /// allows (`RateLimit-Policy`), if it states one.
-    Accepted {
-        spent: Option<Duration>,
-        pace: Option<Duration>,
-    },
-    /// The host refused the request and asked for `asked` (a `429`, or a `503` with a server delay);
-    /// `pace` as for an accept.
-    Refused {
-        asked: Duration,
-        pace: Option<Duration>,
-    },
-}
 
 /// A host held: no request goes before `left` has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,16 +119,6 @@ impl Admission {
             Self::Spread(pause) => pause.left,
             Self::Slot(at) => at,
         }
-    }
-}
-
-impl Signal {
-    /// Whether the signal can put its host into the table: anything but a plain accept.
-    pub(crate) fn starts_a_cooldown(self) -> bool {
-        matches!(
-            self,
-            Self::Accepted { spent: Some(_), .. } | Self::Refused { .. }
-        )
     }
 }
 

@@ -2,12 +2,40 @@
 //! partition), shared by every clone of the policy.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::fleet::cooldown::Host;
+use crate::classify::RequestView;
+
+/// Which host a request goes to: a hash of its host name and port.
+///
+/// A hash rather than the name, so that a lookup allocates nothing; two hosts whose 64-bit hashes
+/// collide would share their state, once in 2⁶⁴.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Host(u64);
+
+impl Host {
+    /// The host of `request`, if its target (or, in origin form, its `Host` header) names one. Host
+    /// names are compared without regard to case (RFC 9110 §4.2.3): `API.Example.test` is
+    /// `api.example.test`.
+    pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
+        let name = request.host()?;
+        let mut hasher = DefaultHasher::new();
+        for byte in name.bytes() {
+            hasher.write_u8(byte.to_ascii_lowercase());
+        }
+        request.port().hash(&mut hasher);
+        Some(Self(hasher.finish()))
+    }
+
+    #[cfg(test)]
+    pub(crate) const fn from_raw(n: u64) -> Self {
+        Self(n)
+    }
+}
 
 /// The most hosts a map holds.
 pub(crate) const MAX_HOSTS: usize = 4096;

@@ -20,15 +20,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::fleet::cooldown::Host;
+use crate::fleet::hosts::Host;
 use crate::fleet::hosts::HostMap;
 
 /// Slots across the window: a count expires between 90 % and 100 % of the window after it was made.
 const SLOTS: u64 = 10;
-/// The shortest window: below it, the counts are too few to tell overload from bad luck.
-pub(crate) const MIN_THROTTLE_WINDOW: Duration = Duration::from_secs(1);
-/// The longest window: past it, an overload is remembered for minutes after it has ended.
-pub(crate) const MAX_THROTTLE_WINDOW: Duration = Duration::from_secs(300);
 
 /// One host's throttle.
 #[derive(Debug)]

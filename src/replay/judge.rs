@@ -4,10 +4,10 @@ use std::time::SystemTime;
 
 use http::{Extensions, HeaderMap, StatusCode};
 
+use crate::attempt::Signal;
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{AsError, AttemptResult, RequestView};
 use crate::engine::policy::RetryPolicy;
-use crate::fleet::cooldown::Signal;
 use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.

@@ -10,11 +10,13 @@ use crate::engine::backoff::Backoff;
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
 use crate::engine::rng::{StreamSource, entropy_seed};
 use crate::error::ConfigError;
+use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
 use crate::fleet::budget::RetryBudget;
 use crate::fleet::cooldown::Cooldowns;
-use crate::fleet::throttle::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW, Throttles};
+use crate::fleet::throttle::Throttles;
 
-mod beyond;
+mod sending;
+mod throttling;
 
 /// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
 /// [`build`](RetryPolicyBuilder::build) as a [`ConfigError`], never by a panic.
@@ -81,6 +83,23 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("budget", &self.budget)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
+    }
+}
+
+impl RetryPolicy {
+    /// A builder starting from the defaults.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder().max_retries(5).build()?;
+    /// assert_eq!(policy.max_retries(), 5);
+    /// assert_eq!(policy.max_elapsed(), Some(Duration::from_secs(30))); // not set: the default
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder::new()
     }
 }
 

@@ -36,18 +36,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::ConfigError;
+use crate::error::config::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 
-use crate::fleet::cooldown::Host;
+use crate::fleet::hosts::Host;
 use crate::fleet::hosts::HostMap;
 
 pub(crate) use account::{Account, RetryKind, Withdrawal};
-
-/// The largest [`RetryBudgetBuilder::ratio`]: one retry per request.
-pub(crate) const MAX_RATIO: f64 = 1.0;
-/// The shortest [`RetryBudgetBuilder::window`].
-pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
-/// The longest [`RetryBudgetBuilder::window`].
-pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(60);
 
 /// A retry budget: how much load the retries of a client may add to a backend, as one account that
 /// every policy built with a clone of it draws on.

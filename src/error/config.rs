@@ -1,0 +1,133 @@
+//! [`ConfigError`]: why a configuration was refused, and the bounds it enforces.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The largest [`RetryBudgetBuilder::ratio`](crate::RetryBudgetBuilder::ratio): one retry per request.
+pub(crate) const MAX_RATIO: f64 = 1.0;
+/// The shortest [`RetryBudgetBuilder::window`](crate::RetryBudgetBuilder::window).
+pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// The longest [`RetryBudgetBuilder::window`](crate::RetryBudgetBuilder::window).
+pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(60);
+/// The shortest window of adaptive throttling: below it, the counts are too few to tell overload from
+/// bad luck.
+pub(crate) const MIN_THROTTLE_WINDOW: Duration = Duration::from_secs(1);
+/// The longest window of adaptive throttling: past it, an overload is remembered for minutes after it
+/// has ended.
+pub(crate) const MAX_THROTTLE_WINDOW: Duration = Duration::from_secs(300);
+
+/// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
+///
+/// Each message names the field and the value it was given.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::{ConfigError, RetryPolicy};
+///
+/// match RetryPolicy::builder().attempt_timeout(Duration::ZERO).build() {
+///     Err(ConfigError::AttemptTimeout(timeout)) => assert_eq!(timeout, Duration::ZERO),
+///     other => panic!("expected AttemptTimeout, got {other:?}"),
+/// }
+///
+/// let error = RetryPolicy::builder().max_elapsed(Duration::ZERO).build().unwrap_err();
+/// assert_eq!(
+///     error.to_string(),
+///     "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed() for no deadline)"
+/// );
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigError {
+    /// The backoff base is below `1.0`, NaN or infinite.
+    InvalidBase(f64),
+    /// The backoff's `max_delay` is smaller than its initial delay.
+    MaxDelayBelowInitial {
+        /// The configured cap.
+        max_delay: Duration,
+        /// The configured initial delay.
+        initial: Duration,
+    },
+    /// The retry budget's [`ratio`](crate::RetryBudgetBuilder::ratio) is outside `0.0..=1.0`, or NaN:
+    /// often a percentage where a ratio belongs (`20.0` for `0.2`).
+    BudgetRatio(f64),
+    /// The retry budget's [`window`](crate::RetryBudgetBuilder::window) is outside 1 s to 60 s.
+    BudgetWindow(Duration),
+    /// `max_elapsed` is zero: no attempt could ever be made.
+    MaxElapsed(Duration),
+    /// `attempt_timeout` is zero: every attempt would time out before it started.
+    AttemptTimeout(Duration),
+    /// Adaptive throttling's `k` is below `1.0`, NaN or infinite.
+    AdaptiveThrottle(f64),
+    /// Adaptive throttling's window is outside 1 s to 300 s.
+    AdaptiveThrottleWindow(Duration),
+    /// `hedge_after` is zero: every request would be sent twice.
+    HedgeAfter(Duration),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidBase(base) => {
+                write!(f, "backoff base must be a finite number >= 1.0, got {base}")
+            }
+            Self::MaxDelayBelowInitial { max_delay, initial } => write!(
+                f,
+                "backoff max_delay ({max_delay:?}) must not be below the initial delay ({initial:?})"
+            ),
+            Self::BudgetRatio(ratio) => {
+                write!(
+                    f,
+                    "budget ratio must be within 0.0..={MAX_RATIO:?}, got {ratio}: it is retries per \
+                     request, not a percentage, so 20 % is 0.2"
+                )?;
+                if *ratio > MAX_RATIO {
+                    f.write_str(
+                        ", and over 1.0 retries would more than double the load on a failing server \
+                         (use no_budget() for no budget)",
+                    )?;
+                }
+                Ok(())
+            }
+            Self::BudgetWindow(window) => {
+                write!(
+                    f,
+                    "budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {window:?}: "
+                )?;
+                if *window < MIN_WINDOW {
+                    f.write_str(
+                        "the floor of min_per_second is held as whole retries per window, and under \
+                         1s it can round to none (1 retry/s over 500ms is half a retry)",
+                    )
+                } else {
+                    f.write_str(
+                        "the window banks the deposits of calm spells, and over 60s the first \
+                         moments of an outage could spend more than a minute's worth of them at once",
+                    )
+                }
+            }
+            Self::MaxElapsed(max_elapsed) => write!(
+                f,
+                "max_elapsed must be greater than zero, got {max_elapsed:?} (use no_max_elapsed() for no deadline)"
+            ),
+            Self::AdaptiveThrottle(k) => write!(
+                f,
+                "adaptive_throttle's k must be a finite number >= 1.0, got {k}: below 1.0 a backend \
+                 that accepts every request would still be throttled (2.0 is the SRE book's choice)"
+            ),
+            Self::AdaptiveThrottleWindow(window) => write!(
+                f,
+                "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
+            ),
+            Self::HedgeAfter(delay) => write!(
+                f,
+                "hedge_after must be greater than zero, got {delay:?}: every request would be sent twice"
+            ),
+            Self::AttemptTimeout(timeout) => write!(
+                f,
+                "attempt_timeout must be greater than zero, got {timeout:?} (use no_attempt_timeout() for none)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

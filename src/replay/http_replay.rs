@@ -1,0 +1,268 @@
+//! [`HttpReplay`]: copying and judging `http` and `reqwest` requests.
+
+#[cfg(feature = "reqwest")]
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, Uri};
+
+use crate::attempt::{Attempt, RetryInfo};
+use crate::classify::{AsError, IDEMPOTENCY_KEY, RequestView};
+use crate::engine::policy::RetryPolicy;
+#[cfg(feature = "reqwest")]
+use crate::replay::body::{Recorder, Recording, Unread};
+use crate::replay::body::{ReplayBody, declared_length};
+use crate::replay::judge::{HttpResponse, judge, record};
+use crate::replay::{Recorded, Replay, Sent};
+
+/// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
+/// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
+/// [`ClassifyHttp`](crate::classify::ClassifyHttp).
+///
+/// `RetryLayer::new` uses it. It judges an attempt with the policy's
+/// classifier, the request's idempotency and the response's `Retry-After`:
+///
+/// ```
+/// use std::time::Duration;
+/// use http::StatusCode;
+/// use stagger::adapter::{Decision, HttpReplay, Replay, Sent};
+/// use stagger::{Outcome, Reason, RetryPolicy};
+///
+/// let policy = RetryPolicy::default();
+/// let request = http::Request::post("http://example.com/orders").body("{}").unwrap();
+/// let response = http::Response::builder()
+///     .status(503)
+///     .header("retry-after", "2")
+///     .body(())
+///     .unwrap();
+/// let result: Result<_, std::io::Error> = Ok(response);
+///
+/// let attempt = HttpReplay.attempt(&policy, Sent::Copy(&request), &result);
+/// let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+/// assert_eq!(attempt.outcome(), Outcome::RetrySafe(Reason::Status(unavailable)));
+/// match policy.start().decide(attempt) {
+///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(2)), // Retry-After is a floor
+///     Decision::Stop(reason) => panic!("stopped: {reason}"),
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HttpReplay;
+
+// A body that is not `Clone` is the usual reason this impl does not apply: without the attribute, the
+// compiler would say only "`Body: Clone` is not satisfied", not what `Replay`'s notes say (wrap it in
+// `ReplayBody`).
+#[diagnostic::do_not_recommend]
+impl<B, Res, E> Replay<http::Request<B>, Res, E> for HttpReplay
+where
+    B: Clone,
+    Res: HttpResponse,
+    E: AsError,
+{
+    type Kept = (Method, Uri, HeaderMap);
+
+    fn clone_request(&self, request: &http::Request<B>) -> Option<http::Request<B>> {
+        Some(with_body(request, request.body().clone()))
+    }
+
+    fn keep(&self, request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
+        keep_head(request)
+    }
+
+    fn attempt(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
+        result: &Result<Res, E>,
+    ) -> Attempt {
+        judge(policy, &http_view(request), result)
+    }
+
+    fn view<'a>(
+        &self,
+        request: Sent<'a, http::Request<B>, (Method, Uri, HeaderMap)>,
+    ) -> Option<RequestView<'a>> {
+        Some(http_view(request))
+    }
+
+    fn record(&self, response: &mut Res, info: RetryInfo) {
+        record(response, info);
+    }
+}
+
+/// `http::Request`s whose body streams out and cannot be copied, wrapped in [`ReplayBody`]: recorded as
+/// they are sent, within the policy's `replay_buffer`, and replayed from the recording.
+impl<B, Res, E> Replay<http::Request<ReplayBody<B>>, Res, E> for HttpReplay
+where
+    B: http_body::Body,
+    Res: HttpResponse,
+    E: AsError,
+{
+    type Kept = (Method, Uri, HeaderMap);
+
+    fn clone_request(
+        &self,
+        request: &http::Request<ReplayBody<B>>,
+    ) -> Option<http::Request<ReplayBody<B>>> {
+        // Only a body replayed from a recording can be copied.
+        let bytes = request.body().replayed_bytes()?.clone();
+        Some(with_body(request, ReplayBody::replayed(bytes)))
+    }
+
+    fn keep(&self, request: &http::Request<ReplayBody<B>>) -> (Method, Uri, HeaderMap) {
+        keep_head(request)
+    }
+
+    fn attempt(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
+        result: &Result<Res, E>,
+    ) -> Attempt {
+        judge(policy, &http_view(request), result)
+    }
+
+    fn view<'a>(
+        &self,
+        request: Sent<'a, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
+    ) -> Option<RequestView<'a>> {
+        Some(http_view(request))
+    }
+
+    fn record(&self, response: &mut Res, info: RetryInfo) {
+        record(response, info);
+    }
+
+    fn start_recording(
+        &self,
+        request: &mut http::Request<ReplayBody<B>>,
+        limit: usize,
+    ) -> Option<Recorded<http::Request<ReplayBody<B>>>> {
+        let declared = declared_length(request.headers());
+        let (recorder, unread) = request.body_mut().record(limit, declared)?;
+        Some(Recorded {
+            template: with_body(request, unread),
+            recorder,
+            #[cfg(feature = "reqwest")]
+            unread: None,
+        })
+    }
+
+    fn replay(
+        &self,
+        recorded: &Recorded<http::Request<ReplayBody<B>>>,
+    ) -> Option<http::Request<ReplayBody<B>>> {
+        let body = match recorded.recorder.body() {
+            Some(bytes) => ReplayBody::replayed(bytes),
+            None => ReplayBody::new(recorded.template.body().take_unread()?),
+        };
+        Some(with_body(&recorded.template, body))
+    }
+}
+
+/// A copy of `request` with `body`. `http::Request` is not `Clone` because its extensions are not;
+/// the extensions a client reads are cloneable, and `Extensions::clone` copies those.
+fn with_body<B, C>(request: &http::Request<B>, body: C) -> http::Request<C> {
+    let mut copy = http::Request::new(body);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    *copy.extensions_mut() = request.extensions().clone();
+    copy
+}
+
+#[cfg(feature = "reqwest")]
+impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
+    type Kept = (Method, reqwest::Url);
+
+    fn clone_request(&self, request: &reqwest::Request) -> Option<reqwest::Request> {
+        request.try_clone()
+    }
+
+    fn keep(&self, request: &reqwest::Request) -> (Method, reqwest::Url) {
+        (request.method().clone(), request.url().clone())
+    }
+
+    fn attempt(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
+        result: &Result<reqwest::Response, E>,
+    ) -> Attempt {
+        judge(policy, &reqwest_view(request), result)
+    }
+
+    fn view<'a>(
+        &self,
+        request: Sent<'a, reqwest::Request, (Method, reqwest::Url)>,
+    ) -> Option<RequestView<'a>> {
+        Some(reqwest_view(request))
+    }
+
+    fn record(&self, response: &mut reqwest::Response, info: RetryInfo) {
+        record(response, info);
+    }
+
+    fn start_recording(
+        &self,
+        request: &mut reqwest::Request,
+        limit: usize,
+    ) -> Option<Recorded<reqwest::Request>> {
+        let body = request.body_mut().take()?;
+        // Without its body the request copies; the body goes back, recording as it streams out.
+        let template = request.try_clone();
+        let recorder = Recorder::start(limit, declared_length(request.headers()), &body);
+        let unread = Unread::new();
+        *request.body_mut() = Some(reqwest::Body::wrap(Recording::new(
+            body,
+            Some(Arc::clone(&recorder)),
+            Some(Arc::clone(&unread)),
+        )));
+        Some(Recorded {
+            template: template?,
+            recorder,
+            unread: Some(unread),
+        })
+    }
+
+    fn replay(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
+        let mut request = recorded.template.try_clone()?;
+        let body = match recorded.recorder.body() {
+            Some(bytes) => reqwest::Body::from(bytes),
+            None => recorded.unread.as_ref()?.take()?,
+        };
+        *request.body_mut() = Some(body);
+        Some(request)
+    }
+}
+
+/// What is kept of an `http` request sent without a copy: its method, its target and the headers
+/// judging reads — its `Host` when the target is in origin form (the host its cooldown, budget and
+/// throttle are kept for), its `Idempotency-Key`. Nothing is allocated for a request without them.
+fn keep_head<B>(request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
+    let mut headers = HeaderMap::new();
+    let kept = request.headers();
+    if request.uri().host().is_none()
+        && let Some(host) = kept.get(http::header::HOST)
+    {
+        headers.insert(http::header::HOST, host.clone());
+    }
+    if let Some(key) = kept.get(IDEMPOTENCY_KEY) {
+        headers.insert(IDEMPOTENCY_KEY, key.clone());
+    }
+    (request.method().clone(), request.uri().clone(), headers)
+}
+
+fn http_view<B>(request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>) -> RequestView<'_> {
+    match request {
+        Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
+        Sent::Kept((method, uri, headers)) => RequestView::new(method, uri, headers),
+    }
+}
+
+#[cfg(feature = "reqwest")]
+fn reqwest_view(request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>) -> RequestView<'_> {
+    match request {
+        Sent::Copy(r) => RequestView::from_reqwest(r),
+        Sent::Kept((method, url)) => RequestView::reqwest_without_headers(method, url),
+    }
+}
