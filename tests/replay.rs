@@ -436,7 +436,7 @@ async fn no_retry_is_reported_for_a_stream_past_the_buffer(
     assert_eq!(gave_up.message, "gave up while still failing");
     assert_eq!(gave_up.field("error.type"), "503");
     assert_eq!(gave_up.field("slept_ms"), "0");
-    assert_eq!(gave_up.field("stop.reason"), "request cannot be replayed");
+    assert_eq!(gave_up.field("stop.reason"), "not_replayable");
     assert_eq!(bodies_received(&server).await, [whole()]);
 }
 

@@ -38,10 +38,28 @@ enum Phase {
     Idle,
     /// An attempt is waiting, under this limit (`None`: no limit).
     Attempt(Option<Limit>),
-    /// Waiting before a retry; `true` for a zero delay, which needs no timer.
-    Pause(bool),
-    /// The pause is over; the inner service is getting ready, under the deadline if `true`.
-    Ready(bool),
+    /// Waiting before a retry.
+    Pause(Pause),
+    /// The pause is over; the inner service is getting ready, with the deadline's timer set or not.
+    Ready(DeadlineTimer),
+}
+
+/// How a pause is waited out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    /// A zero delay: on the task's cooperative budget, with no timer.
+    Yield,
+    /// On the timer.
+    Timer,
+}
+
+/// Whether the timer watches the deadline while the inner service gets ready for a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeadlineTimer {
+    /// Not yet: it is set when the service first is not ready.
+    Unset,
+    /// Set.
+    Set,
 }
 
 /// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
@@ -295,20 +313,22 @@ impl<Res> Call<Res> {
     /// Starts a pause of `wait`, which [`poll_pause`](Self::poll_pause) waits out: a zero one on the
     /// task's cooperative budget, any other on the timer.
     fn pause_for(&mut self, wait: Duration) {
-        self.phase = Phase::Pause(wait.is_zero());
-        if !wait.is_zero() {
+        self.phase = if wait.is_zero() {
+            Phase::Pause(Pause::Yield)
+        } else {
             self.timer.set(after(wait));
-        }
+            Phase::Pause(Pause::Timer)
+        };
     }
 
     /// Waits out the pause before a retry.
     pub(crate) fn poll_pause(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.phase {
-            Phase::Pause(true) => ready!(poll_zero_delay(cx)),
-            Phase::Pause(false) => ready!(self.timer.poll(cx)),
+            Phase::Pause(Pause::Yield) => ready!(poll_zero_delay(cx)),
+            Phase::Pause(Pause::Timer) => ready!(self.timer.poll(cx)),
             Phase::Idle | Phase::Attempt(_) | Phase::Ready(_) => return Poll::Ready(()),
         }
-        self.phase = Phase::Ready(false);
+        self.phase = Phase::Ready(DeadlineTimer::Unset);
         Poll::Ready(())
     }
 
@@ -316,15 +336,15 @@ impl<Res> Call<Res> {
     /// While the inner service gets ready for a retry: ready when the deadline passes (pending forever
     /// without one). The retry's decision left the deadline ahead; a slow `poll_ready` may overrun it.
     pub(crate) fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.phase == Phase::Ready(false) {
+        if self.phase == Phase::Ready(DeadlineTimer::Unset) {
             match self.retry.deadline() {
                 Some(deadline) => self.timer.set(deadline),
                 None => return Poll::Pending,
             }
-            self.phase = Phase::Ready(true);
+            self.phase = Phase::Ready(DeadlineTimer::Set);
         }
         match self.phase {
-            Phase::Ready(true) => self.timer.poll(cx),
+            Phase::Ready(DeadlineTimer::Set) => self.timer.poll(cx),
             _ => Poll::Pending,
         }
     }

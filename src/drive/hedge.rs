@@ -11,6 +11,7 @@
 //! the tower layer, once a clone of the inner service is ready, if that happens while the race lasts.
 
 use std::future::Future;
+use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -31,10 +32,18 @@ struct Race<F: ?Sized, C> {
     timer: Timer,
     /// Where the hedge of the attempt in flight is.
     step: Step,
-    /// The hedge in flight.
-    running: Option<Pin<Box<F>>>,
-    /// The first attempt failed and was set aside: only the hedge is left.
-    first_done: bool,
+    /// Which attempts are in flight.
+    runners: Runners<F>,
+}
+
+/// Which attempts of the race are in flight.
+enum Runners<F: ?Sized> {
+    /// The first alone: not hedged yet, or its hedge failed and was set aside.
+    First,
+    /// The first and its hedge.
+    Both(Pin<Box<F>>),
+    /// The hedge alone: the first failed and was set aside.
+    HedgeOnly(Pin<Box<F>>),
 }
 
 /// Where the hedge of the attempt in flight is.
@@ -69,8 +78,7 @@ impl<F: ?Sized, C> Hedge<F, C> {
                     context: context(),
                     timer: Timer::default(),
                     step: Step::Unarmed,
-                    running: None,
-                    first_done: false,
+                    runners: Runners::First,
                 })
             }),
         }
@@ -82,7 +90,10 @@ impl<F: ?Sized, C> std::fmt::Debug for Hedge<F, C> {
         f.debug_struct("Hedge")
             .field(
                 "running",
-                &self.race.as_ref().is_some_and(|r| r.running.is_some()),
+                &self
+                    .race
+                    .as_ref()
+                    .is_some_and(|r| !matches!(r.runners, Runners::First)),
             )
             .finish()
     }
@@ -113,24 +124,28 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
             return call.poll_attempt(first, cx);
         };
         loop {
-            if !race.first_done
+            if !matches!(race.runners, Runners::HedgeOnly(_))
                 && let Poll::Ready(output) = first.as_mut().poll(cx)
             {
-                if race.running.is_some() && racers.set_aside(call, &output) {
-                    race.first_done = true;
+                let hedged = matches!(race.runners, Runners::Both(_));
+                if hedged && racers.set_aside(call, &output) {
+                    if let Runners::Both(hedge) = mem::replace(&mut race.runners, Runners::First) {
+                        race.runners = Runners::HedgeOnly(hedge);
+                    }
                 } else {
-                    if race.running.is_some() {
+                    if hedged {
                         racers.lost(call);
                     }
                     return Poll::Ready(race.end(call, output));
                 }
             }
-            if let Some(hedge) = &mut race.running
+            if let Runners::Both(hedge) | Runners::HedgeOnly(hedge) = &mut race.runners
                 && let Poll::Ready(output) = hedge.as_mut().poll(cx)
             {
-                race.running = None;
-                if race.first_done || !racers.set_aside(call, &output) {
-                    if !race.first_done {
+                let first_runs = matches!(race.runners, Runners::Both(_));
+                race.runners = Runners::First;
+                if !first_runs || !racers.set_aside(call, &output) {
+                    if first_runs {
                         racers.lost(call);
                     }
                     return Poll::Ready(race.end(call, output));
@@ -149,7 +164,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
                     race.step = Step::Spent;
                     race.context.release();
                     if let Some(hedge) = started {
-                        race.running = Some(hedge);
+                        race.runners = Runners::Both(hedge);
                         // Poll the new hedge at once, so that it registers its waker.
                         continue;
                     }
@@ -157,7 +172,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
             }
             let limit = std::task::ready!(call.poll_limit(cx));
             // Both attempts are cut: the one the limit is judged for, and the other, dropped.
-            if race.running.is_some() && !race.first_done {
+            if matches!(race.runners, Runners::Both(_)) {
                 call.retry_mut().count_cancelled();
             }
             race.reset();
@@ -198,9 +213,8 @@ impl<F: ?Sized, C: HedgeContext> Race<F, C> {
     }
 
     fn reset(&mut self) {
-        self.running = None;
+        self.runners = Runners::First;
         self.step = Step::Unarmed;
-        self.first_done = false;
         self.context.release();
     }
 }

@@ -1,19 +1,121 @@
-//! The parts of the state machine for what lies beyond one request's own attempts: the host's
-//! pause, adaptive throttling, hedging, and the budget's accounts.
+//! The state machine's way into `fleet/`: what the requests of a policy keep together ([`Fleet`]),
+//! what one request holds of it ([`Holdings`]), and the parts of [`RetryState`] that ask the fleet —
+//! the host's pause, adaptive throttling, hedging, and the budget's accounts. No other file of the
+//! engine reads `fleet/`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use rand::rngs::SmallRng;
+
+use super::rng::StreamSource;
 use super::state::{RetryState, Schedules};
 use crate::attempt::{Attempt, StopReason};
-use crate::classify::RequestView;
+use crate::classify::{Reason, RequestView};
 use crate::error::Rejected;
-use crate::fleet::budget::{RetryBudget, RetryKind, Withdrawal};
+use crate::fleet::budget::{Account, RetryKind, Withdrawal};
 use crate::fleet::cooldown::{self, Admission, Cooldowns, Pause};
 use crate::fleet::hosts::Host;
+use crate::fleet::throttle::Throttles;
 use crate::observe::log;
 use crate::observe::metrics;
+
+pub(crate) use crate::fleet::budget::RetryBudget;
+pub(crate) use crate::fleet::cooldown::Ticket;
+
+/// What the requests of a policy (and of its clones) keep together as they run: the retry budget's
+/// accounts, the hosts' cooldowns, the adaptive throttles, and the source of each request's jitter
+/// stream.
+pub(crate) struct Fleet {
+    budget: Option<RetryBudget>,
+    /// The pauses hosts asked for, when `host_cooldown` is on.
+    cooldowns: Option<Cooldowns>,
+    /// Each host's adaptive throttle, when `adaptive_throttle` is on.
+    throttles: Option<Throttles>,
+    streams: StreamSource,
+}
+
+impl Fleet {
+    /// The fleet of a policy just built: `throttle` is adaptive throttling's `k` and window.
+    pub(crate) fn new(
+        budget: Option<RetryBudget>,
+        host_cooldown: bool,
+        throttle: Option<(f64, Duration)>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            budget,
+            cooldowns: host_cooldown.then(Cooldowns::new),
+            throttles: throttle.map(|(k, window)| Throttles::new(k, window)),
+            streams: StreamSource::new(seed),
+        }
+    }
+
+    pub(crate) fn budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_ref()
+    }
+
+    pub(crate) fn host_cooldown(&self) -> bool {
+        self.cooldowns.is_some()
+    }
+
+    pub(crate) fn adaptive_throttle(&self) -> Option<f64> {
+        self.throttles.as_ref().map(Throttles::k)
+    }
+
+    pub(crate) fn seed(&self) -> u64 {
+        self.streams.seed()
+    }
+
+    /// The jitter stream of one more request.
+    pub(crate) fn next_stream(&self) -> SmallRng {
+        self.streams.next_stream()
+    }
+
+    /// A request starts: it deposits into a budget shared by every host. (A budget kept per host takes
+    /// the deposit in the host's account, once the host is known.)
+    pub(crate) fn deposit(&self) {
+        if let Some(budget) = &self.budget
+            && !budget.per_host()
+        {
+            budget.deposit();
+        }
+    }
+}
+
+/// What one request holds of the fleet: its host's account of a budget kept per host, and a retry's
+/// withdrawal not yet spent.
+#[derive(Debug, Default)]
+pub(crate) struct Holdings {
+    /// The host's account of a budget kept per host, once the request's host is known.
+    partition: Option<Arc<Account>>,
+    /// A retry was allowed and its budget withdrawn, but it has not been sent yet: given back if the
+    /// state is dropped first.
+    withdrawn: Option<Withdrawal>,
+}
+
+impl Clone for Holdings {
+    /// A pending withdrawal stays with the original, so that it is given back at most once.
+    fn clone(&self) -> Self {
+        Self {
+            partition: self.partition.clone(),
+            withdrawn: None,
+        }
+    }
+}
+
+/// What paying for a retry (or a hedge) came to.
+#[derive(Debug)]
+pub(super) enum Payment {
+    /// The policy has no budget: the retry is free.
+    Free,
+    /// Paid: the withdrawal is given back if the retry is not sent.
+    Paid(Withdrawal),
+    /// The budget refused it.
+    Refused,
+}
 
 impl RetryState {
     /// Before the first attempt of `request`: how long to wait for its host's pause to end, if the
@@ -28,10 +130,10 @@ impl RetryState {
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
-        let s = &*self.policy.shared;
-        let cooling = s.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
-        let per_host = s.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && s.throttles.is_none() {
+        let fleet = &self.policy.shared.fleet;
+        let cooling = fleet.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
+        let per_host = fleet.budget.as_ref().is_some_and(RetryBudget::per_host);
+        if !cooling && !per_host && fleet.throttles.is_none() {
             return Ok(None);
         }
         self.before_first_slow(view().as_ref(), cooling)
@@ -58,20 +160,22 @@ impl RetryState {
     /// this call (a hedge, beside the attempt it races): `Err(p)` if it is rejected locally, with
     /// probability `p`. Always `Ok` without adaptive throttling.
     pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
-        let s = &*self.policy.shared;
-        let Some(throttles) = &s.throttles else {
+        let shared = &*self.policy.shared;
+        let Some(throttles) = &shared.fleet.throttles else {
             return Ok(());
         };
         let delays = &mut self.delays;
         throttles
             .of(request.and_then(Host::of))
-            .admit(Instant::now(), || Schedules::of(delays, s).transient.unit())
+            .admit(Instant::now(), || {
+                Schedules::of(delays, shared).transient.unit()
+            })
     }
 
     /// Tells `request`'s adaptive throttle, if the policy keeps one, that an attempt of it was
     /// answered, `accepted` or not (a time limit, for one: the backend did not answer in time).
     pub(crate) fn count_answered(&self, request: Option<&RequestView<'_>>, accepted: bool) {
-        if let Some(throttles) = &self.policy.shared.throttles {
+        if let Some(throttles) = &self.policy.shared.fleet.throttles {
             throttles
                 .of(request.and_then(Host::of))
                 .answered(Instant::now(), accepted);
@@ -87,7 +191,7 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        match &self.policy.shared.cooldowns {
+        match &self.policy.shared.fleet.cooldowns {
             Some(cooldowns) if cooldowns.is_armed() => self.wait_for_host(request),
             _ => Ok(None),
         }
@@ -99,8 +203,10 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
         let policy = self.policy.clone();
-        let s = &*policy.shared;
-        let (Some(cooldowns), Some(host)) = (&s.cooldowns, request.and_then(Host::of)) else {
+        let shared = &*policy.shared;
+        let s = &shared.settings;
+        let (Some(cooldowns), Some(host)) = (&shared.fleet.cooldowns, request.and_then(Host::of))
+        else {
             return Ok(None);
         };
         let now = Instant::now();
@@ -110,7 +216,7 @@ impl RetryState {
             // The ticket the request goes with, to be shown with its answer; none off the pace.
             match (&mut self.delays, slot) {
                 (Some(delays), slot) => delays.slot = slot,
-                (None, Some(sent)) => Schedules::of(&mut self.delays, s).slot = Some(sent),
+                (None, Some(sent)) => Schedules::of(&mut self.delays, shared).slot = Some(sent),
                 (None, None) => {}
             }
             return Ok(None);
@@ -120,7 +226,7 @@ impl RetryState {
             self.started = Some(now);
         }
         let remaining = self.remaining();
-        let delays = Schedules::of(&mut self.delays, s);
+        let delays = Schedules::of(&mut self.delays, shared);
         delays.slot = slot;
         match cooldown::wait(admission, s.max_retry_after, remaining, |window| {
             delays.transient.uniform(window)
@@ -128,7 +234,7 @@ impl RetryState {
             Ok(wait) => {
                 // Before the first attempt the wait is the cooldown; before a retry, more sleep.
                 if self.attempts == 0 {
-                    let schedules = Schedules::of(&mut self.delays, s);
+                    let schedules = Schedules::of(&mut self.delays, shared);
                     schedules.cooldown = schedules.cooldown.saturating_add(wait);
                 } else {
                     self.sleep(wait);
@@ -139,7 +245,7 @@ impl RetryState {
             }
             Err(limit) => {
                 // The slot, if one was taken, goes unused.
-                Schedules::of(&mut self.delays, s).slot = None;
+                Schedules::of(&mut self.delays, shared).slot = None;
                 if self.attempts == 0 {
                     self.stop(StopReason::Cooldown, None, request);
                 } else {
@@ -165,7 +271,7 @@ impl RetryState {
     /// `Idempotency-Key`), another attempt is within `max_retries`, the deadline is ahead and its host
     /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
     pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
-        let s = &*self.policy.shared;
+        let s = &self.policy.shared.settings;
         let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
         self.stop.is_none()
             && idempotent
@@ -185,10 +291,10 @@ impl RetryState {
         if !self.may_hedge(request) || self.admit(request).is_err() {
             return false;
         }
-        match self.withdraw(request, RetryKind::Plain) {
+        match self.pay(request, None) {
             // Sent now: nothing to give back.
-            Ok(_) => {}
-            Err(()) => return false,
+            Payment::Free | Payment::Paid(_) => {}
+            Payment::Refused => return false,
         }
         self.hedges = self.hedges.saturating_add(1);
         log::hedging(request, self.attempts.saturating_add(1));
@@ -222,8 +328,8 @@ impl RetryState {
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
         if attempt.retry_after.is_some() || attempt.throttled {
-            let s = &*self.policy.shared;
-            let kept = Schedules::of(&mut self.delays, s)
+            let shared = &*self.policy.shared;
+            let kept = Schedules::of(&mut self.delays, shared)
                 .set_aside
                 .get_or_insert_default();
             kept.retry_after = kept.retry_after.max(attempt.retry_after);
@@ -245,12 +351,12 @@ impl RetryState {
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when
     /// the policy keeps one, and whether the backend accepted it, for adaptive throttling.
     pub(super) fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        let s = &*self.policy.shared;
-        let cooldown = s
+        let fleet = &self.policy.shared.fleet;
+        let cooldown = fleet
             .cooldowns
             .as_ref()
             .filter(|cooldowns| attempt.signal.starts_a_cooldown() || cooldowns.is_armed());
-        let throttle = s.throttles.as_ref();
+        let throttle = fleet.throttles.as_ref();
         if cooldown.is_none() && throttle.is_none() {
             return;
         }
@@ -269,7 +375,7 @@ impl RetryState {
     /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
     /// request to the host goes before it ends.
     pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
-        let cooldowns = self.policy.shared.cooldowns.as_ref()?;
+        let cooldowns = self.policy.shared.fleet.cooldowns.as_ref()?;
         if !cooldowns.is_armed() {
             return None;
         }
@@ -279,7 +385,7 @@ impl RetryState {
     /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
-        let Some(cooldowns) = &self.policy.shared.cooldowns else {
+        let Some(cooldowns) = &self.policy.shared.fleet.cooldowns else {
             return false;
         };
         request
@@ -287,42 +393,73 @@ impl RetryState {
             .is_some_and(|host| cooldowns.holds_or_paces(host, Instant::now))
     }
 
-    /// Takes one retry from the budget: from the host's own account when the budget is kept per host
-    /// (the host's request deposits there when first seen), from the shared one otherwise. `Err` if
-    /// the balance does not allow it; `Ok(None)` without a budget.
-    pub(super) fn withdraw(
+    /// Pays for one retry of a failure for `failure` (a hedge: `None`) from the budget: from the
+    /// host's own account when the budget is kept per host (the host's request deposits there when
+    /// first seen), from the shared one otherwise.
+    ///
+    /// A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
+    /// replaces may still be in the server's queue, to be served for nobody. It is paid from the
+    /// requests' deposits only, never the floor (see `RetryBudget`).
+    pub(super) fn pay(
         &mut self,
         request: Option<&RequestView<'_>>,
-        kind: RetryKind,
-    ) -> Result<Option<Withdrawal>, ()> {
-        let Some(budget) = &self.policy.shared.budget else {
-            return Ok(None);
+        failure: Option<Reason>,
+    ) -> Payment {
+        let Some(budget) = &self.policy.shared.fleet.budget else {
+            return Payment::Free;
+        };
+        let kind = match failure {
+            Some(Reason::Timeout) => RetryKind::Timeout,
+            _ => RetryKind::Plain,
         };
         // A call whose start is not known (an adapter of one's own, without a deadline) is judged
         // as if it started now.
         let started = self.started.unwrap_or_else(Instant::now);
         let withdrawal = if budget.per_host() {
             self.resolve_partition(request);
-            self.partition
+            self.holdings
+                .partition
                 .as_ref()
                 .and_then(|partition| partition.withdraw(kind, started))
         } else {
             budget.withdraw(kind, started)
         };
-        withdrawal.map(Some).ok_or(())
+        withdrawal.map_or(Payment::Refused, Payment::Paid)
+    }
+
+    /// Holds a retry's withdrawal until the retry is sent, or given back.
+    pub(super) fn hold_payment(&mut self, withdrawal: Withdrawal) {
+        self.holdings.withdrawn = Some(withdrawal);
+    }
+
+    /// The retry decided was sent (or is about to be): its withdrawal is spent.
+    pub(super) fn spend_payment(&mut self) {
+        self.holdings.withdrawn = None;
+    }
+
+    /// Gives back the withdrawal of a retry decided and never sent.
+    pub(super) fn give_back(&mut self) {
+        let Some(withdrawal) = self.holdings.withdrawn.take() else {
+            return;
+        };
+        match (&self.holdings.partition, &self.policy.shared.fleet.budget) {
+            (Some(partition), _) => partition.refund(withdrawal),
+            (None, Some(budget)) => budget.refund(withdrawal),
+            (None, None) => {}
+        }
     }
 
     /// With a budget kept per host, finds the request's host's account and deposits the request in it,
     /// once.
     pub(super) fn resolve_partition(&mut self, request: Option<&RequestView<'_>>) {
-        if self.partition.is_some() {
+        if self.holdings.partition.is_some() {
             return;
         }
-        if let Some(partition) = (self.policy.shared.budget.as_ref())
+        if let Some(partition) = (self.policy.shared.fleet.budget.as_ref())
             .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
             partition.deposit();
-            self.partition = Some(partition);
+            self.holdings.partition = Some(partition);
         }
     }
 }

@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use crate::classify::{ClassifyHttp, Reason};
 use crate::engine::backoff::{Backoff, Jitter};
-use crate::engine::rng::StreamSource;
-use crate::fleet::budget::RetryBudget;
-use crate::fleet::cooldown::Cooldowns;
-use crate::fleet::throttle::Throttles;
+use crate::engine::guards::{Fleet, RetryBudget};
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -154,8 +151,15 @@ pub struct RetryPolicy {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// What every clone of a policy shares; read by the state machine.
+/// What every clone of a policy shares: the settings it was built with, and what its requests keep
+/// together as they run.
 pub(crate) struct Shared {
+    pub(crate) settings: Settings,
+    pub(crate) fleet: Fleet,
+}
+
+/// The settings a policy was built with: read by the state machine, never written.
+pub(crate) struct Settings {
     pub(crate) backoff: Backoff,
     pub(crate) throttle_backoff: Backoff,
     pub(crate) max_retries: u32,
@@ -164,23 +168,17 @@ pub(crate) struct Shared {
     pub(crate) max_retry_after: Duration,
     pub(crate) retry_after: RetryAfterMode,
     pub(crate) idempotency: bool,
-    pub(crate) budget: Option<RetryBudget>,
-    /// The pauses hosts asked for, when `host_cooldown` is on.
-    pub(crate) cooldowns: Option<Cooldowns>,
-    /// Each host's adaptive throttle, when `adaptive_throttle` is on.
-    pub(crate) throttles: Option<Throttles>,
     /// The most bytes of a body that cannot be copied kept for a retry; 0 for none.
     pub(crate) replay_buffer: usize,
     /// How long an attempt waits before a hedge races it, if hedging is on.
     pub(crate) hedge_after: Option<Duration>,
-    pub(crate) streams: StreamSource,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
     pub(crate) on_retry: Option<Box<RetryHook>>,
 }
 
 impl fmt::Debug for RetryPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.shared;
+        let s = &self.shared.settings;
         f.debug_struct("RetryPolicy")
             .field("backoff", &s.backoff)
             .field("max_retries", &s.max_retries)
@@ -189,8 +187,8 @@ impl fmt::Debug for RetryPolicy {
             .field("max_retry_after", &s.max_retry_after)
             .field("retry_after", &s.retry_after)
             .field("idempotency", &s.idempotency)
-            .field("budget", &s.budget)
-            .field("seed", &s.streams.seed())
+            .field("budget", &self.shared.fleet.budget())
+            .field("seed", &self.shared.fleet.seed())
             .finish_non_exhaustive()
     }
 }
@@ -281,51 +279,51 @@ impl RetryPolicy {
 
     /// The backoff in use.
     pub fn backoff(&self) -> &Backoff {
-        &self.shared.backoff
+        &self.shared.settings.backoff
     }
 
     /// The schedule of throttled attempts without a usable server delay.
     pub fn throttle_backoff(&self) -> &Backoff {
-        &self.shared.throttle_backoff
+        &self.shared.settings.throttle_backoff
     }
 
     /// How long an attempt waits before a hedge races it, if hedging is on (see
     /// [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)).
     pub fn hedge_after(&self) -> Option<Duration> {
-        self.shared.hedge_after
+        self.shared.settings.hedge_after
     }
 
     /// The most bytes of a streaming body kept for a retry (see
     /// [`RetryPolicyBuilder::replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)); 0 when such bodies are sent once.
     pub fn replay_buffer(&self) -> usize {
-        self.shared.replay_buffer
+        self.shared.settings.replay_buffer
     }
 
     /// Adaptive throttling's multiplier `k`, if it is on (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     pub fn adaptive_throttle(&self) -> Option<f64> {
-        self.shared.throttles.as_ref().map(Throttles::k)
+        self.shared.fleet.adaptive_throttle()
     }
 
     /// Whether a pause a host asks for holds every request to it (see
     /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     pub fn host_cooldown(&self) -> bool {
-        self.shared.cooldowns.is_some()
+        self.shared.fleet.host_cooldown()
     }
 
     /// The most retries after the first attempt.
     pub fn max_retries(&self) -> u32 {
-        self.shared.max_retries
+        self.shared.settings.max_retries
     }
 
     /// The deadline of a whole call, if there is one.
     pub fn max_elapsed(&self) -> Option<Duration> {
-        self.shared.max_elapsed
+        self.shared.settings.max_elapsed
     }
 
     /// The time limit of one attempt, if there is one.
     pub fn attempt_timeout(&self) -> Option<Duration> {
-        self.shared.attempt_timeout
+        self.shared.settings.attempt_timeout
     }
 
     /// The HTTP classifier in use.
@@ -342,7 +340,7 @@ impl RetryPolicy {
     /// assert_eq!(outcome, Outcome::RetrySafe(Reason::Connect));
     /// ```
     pub fn classifier(&self) -> &dyn ClassifyHttp {
-        &*self.shared.classifier
+        &*self.shared.settings.classifier
     }
 
     /// The retry budget this policy draws on, if it has one: its shape for a log line, or a clone to
@@ -359,6 +357,6 @@ impl RetryPolicy {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn budget(&self) -> Option<&RetryBudget> {
-        self.shared.budget.as_ref()
+        self.shared.fleet.budget()
     }
 }

@@ -1,7 +1,6 @@
 //! The per-request state machine: turns each attempt's outcome into "retry after d" or "stop, because …".
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -9,10 +8,8 @@ use tokio::time::Instant;
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::engine::backoff::DelayState;
+use crate::engine::guards::{Holdings, Payment, Ticket};
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
-use crate::fleet::budget::Withdrawal;
-use crate::fleet::budget::{Account, RetryKind};
-use crate::fleet::cooldown::Ticket;
 use crate::observe::log::{self, DelayCause};
 use crate::observe::metrics;
 
@@ -64,8 +61,8 @@ pub struct RetryState {
     /// retries, they keep the futures of every request small enough for the allocator's fastest size
     /// classes (the reqwest-middleware future fits 1 KiB with them boxed, and does not without).
     pub(super) delays: Option<Box<Schedules>>,
-    /// The host's account of a budget kept per host, once the request's host is known.
-    pub(super) partition: Option<Arc<Account>>,
+    /// What the request holds of the fleet: its host's budget account, a withdrawal not yet spent.
+    pub(super) holdings: Holdings,
     /// Hedged attempts started.
     pub(super) hedges: u32,
     /// When the call started, for its deadline and for the budget; `None` until first needed (see
@@ -77,9 +74,6 @@ pub struct RetryState {
     /// state every request's future holds.
     pub(super) slept: u64,
     pub(super) stop: Option<StopReason>,
-    /// A retry was allowed and its budget withdrawn, but it has not been sent yet: given back if the
-    /// state is dropped first.
-    pub(super) withdrawn: Option<Withdrawal>,
 }
 
 impl RetryPolicy {
@@ -103,7 +97,7 @@ impl RetryPolicy {
     /// assert_eq!(state.info().attempts(), 2);
     /// ```
     pub fn start(&self) -> RetryState {
-        let started = self.shared.max_elapsed.map(|_| Instant::now());
+        let started = self.shared.settings.max_elapsed.map(|_| Instant::now());
         self.start_at(started)
     }
 
@@ -115,12 +109,7 @@ impl RetryPolicy {
     }
 
     fn start_at(&self, started: Option<Instant>) -> RetryState {
-        // A budget kept per host takes the deposit in the host's account, once the host is known.
-        if let Some(budget) = &self.shared.budget
-            && !budget.per_host()
-        {
-            budget.deposit();
-        }
+        self.shared.fleet.deposit();
         RetryState::new(self.clone(), started)
     }
 }
@@ -132,13 +121,12 @@ impl Clone for RetryState {
         Self {
             policy: self.policy.clone(),
             delays: self.delays.clone(),
-            partition: self.partition.clone(),
+            holdings: self.holdings.clone(),
             hedges: self.hedges,
             started: self.started,
             attempts: self.attempts,
             slept: self.slept,
             stop: self.stop,
-            withdrawn: None,
         }
     }
 }
@@ -165,13 +153,12 @@ impl RetryState {
         Self {
             policy,
             delays: None,
-            partition: None,
+            holdings: Holdings::default(),
             hedges: 0,
             started,
             attempts: 0,
             slept: 0,
             stop: None,
-            withdrawn: None,
         }
     }
 
@@ -218,7 +205,7 @@ impl RetryState {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn may_retry(&self) -> bool {
-        let s = &*self.policy.shared;
+        let s = &self.policy.shared.settings;
         self.stop.is_none()
             && self.attempts < s.max_retries
             && self.remaining() != Some(Duration::ZERO)
@@ -287,7 +274,7 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
     ) -> Decision {
         // The retry decided last time was sent, since this is its outcome.
-        self.withdrawn = None;
+        self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
         if attempt.outcome.is_retryable() {
@@ -300,22 +287,41 @@ impl RetryState {
         match decision {
             Decision::Retry(delay) => {
                 self.sleep(delay);
-                let reason = attempt.outcome.reason().unwrap_or(Reason::Other("retry"));
-                let retry_after = self.effective_retry_after(&attempt);
-                log::retrying(request, self.attempts, delay, reason, cause);
-                metrics::retry(request, reason, cause);
-                if let Some(hook) = &self.policy.shared.on_retry {
-                    hook(&RetryEvent {
-                        attempt: self.attempts,
-                        delay,
-                        reason,
-                        retry_after,
-                    });
+                // Only a failure worth retrying is retried: `stop_before_delay` stops on the others.
+                if let Some(reason) = attempt.outcome.reason() {
+                    self.retried(&attempt, reason, delay, cause, request);
                 }
             }
             Decision::Stop(reason) => self.stop(reason, attempt.outcome.reason(), request),
         }
         decision
+    }
+
+    /// Reports a retry decided for `reason`, and keeps the reason for the call's end, should the
+    /// retry never be sent.
+    fn retried(
+        &mut self,
+        attempt: &Attempt,
+        reason: Reason,
+        delay: Duration,
+        cause: DelayCause,
+        request: Option<&RequestView<'_>>,
+    ) {
+        let retry_after = self.effective_retry_after(attempt);
+        log::retrying(request, self.attempts, delay, reason, cause);
+        metrics::retry(request, reason, cause);
+        if let Some(hook) = &self.policy.shared.settings.on_retry {
+            hook(&RetryEvent {
+                attempt: self.attempts,
+                delay,
+                reason,
+                retry_after,
+            });
+        }
+        // The delay was drawn from the schedules, which are there.
+        if let Some(delays) = &mut self.delays {
+            delays.failing = Some(reason);
+        }
     }
 
     /// Records the last attempt a request can have (it was sent without a copy) and says why the
@@ -327,7 +333,7 @@ impl RetryState {
         attempt: Attempt,
         request: Option<&RequestView<'_>>,
     ) -> StopReason {
-        self.withdrawn = None;
+        self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
         let reason = self
@@ -381,26 +387,16 @@ impl RetryState {
             self.abandon(StopReason::Deadline, request);
             return Err(StopReason::Deadline);
         }
-        self.withdrawn = None;
+        self.spend_payment();
         Ok(())
     }
 
     /// Ends the retries for `reason` with the retry that was decided unsent, giving back its withdrawal.
     pub(crate) fn abandon(&mut self, reason: StopReason, request: Option<&RequestView<'_>>) {
         self.give_back();
-        // The call ends with a retry due: it is still failing.
-        self.stop(reason, Some(Reason::Other("retry due")), request);
-    }
-
-    pub(super) fn give_back(&mut self) {
-        let Some(withdrawal) = self.withdrawn.take() else {
-            return;
-        };
-        match (&self.partition, &self.policy.shared.budget) {
-            (Some(partition), _) => partition.refund(withdrawal),
-            (None, Some(budget)) => budget.refund(withdrawal),
-            (None, None) => {}
-        }
+        // The call ends with a retry due: it is still failing, for the reason the retry was for.
+        let failing = self.delays.as_ref().and_then(|d| d.failing);
+        self.stop(reason, failing, request);
     }
 
     /// The deadline passed while an attempt was in flight, which counts as made.
@@ -419,7 +415,7 @@ impl RetryState {
         // The call's start, which the budget asks when it pays for a timeout, is known from here on
         // even without a deadline.
         self.started.get_or_insert(now);
-        let s = &*self.policy.shared;
+        let s = &self.policy.shared.settings;
         let attempt = s
             .attempt_timeout
             .and_then(|timeout| now.checked_add(timeout));
@@ -435,7 +431,7 @@ impl RetryState {
 
     /// When the deadline passes, starting its clock if it has not started.
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
-        let max = self.policy.shared.max_elapsed?;
+        let max = self.policy.shared.settings.max_elapsed?;
         self.started
             .get_or_insert_with(Instant::now)
             .checked_add(max)
@@ -472,13 +468,13 @@ impl RetryState {
 
     /// Time left before the deadline, if there is one and its clock has started.
     pub(super) fn remaining(&self) -> Option<Duration> {
-        let max = self.policy.shared.max_elapsed?;
+        let max = self.policy.shared.settings.max_elapsed?;
         let started = self.started?;
         Some(max.saturating_sub(started.elapsed()))
     }
 
     pub(super) fn effective_retry_after(&self, attempt: &Attempt) -> Option<Duration> {
-        match self.policy.shared.retry_after {
+        match self.policy.shared.settings.retry_after {
             RetryAfterMode::Ignore => None,
             RetryAfterMode::Spread | RetryAfterMode::Strict => attempt.retry_after,
         }
@@ -486,7 +482,7 @@ impl RetryState {
 
     /// Every reason to stop that does not depend on the delay; `None` if a retry may follow.
     pub(super) fn stop_before_delay(&mut self, attempt: &Attempt) -> Option<StopReason> {
-        let s = &*self.policy.shared;
+        let s = &self.policy.shared.settings;
         match attempt.outcome {
             Outcome::Success => return Some(StopReason::Success),
             Outcome::Fatal => return Some(StopReason::Fatal),
@@ -527,7 +523,8 @@ impl RetryState {
         attempt: &Attempt,
         request: Option<&RequestView<'_>>,
     ) -> (Decision, DelayCause) {
-        let s = &*self.policy.shared;
+        let shared = &*self.policy.shared;
+        let s = &shared.settings;
         let mut floor = self.effective_retry_after(attempt);
         let mut cause = match floor {
             Some(_) => DelayCause::ServerDelay,
@@ -547,12 +544,12 @@ impl RetryState {
         let remaining = self.remaining();
         // The generators are seeded at the first retry, so a request that succeeds at once pays nothing
         // for them.
-        let schedules = Schedules::of(&mut self.delays, s);
+        let schedules = Schedules::of(&mut self.delays, shared);
         let backoff_delay = if cause == DelayCause::Throttle {
             schedules
                 .throttle
                 .get_or_insert_with(|| {
-                    DelayState::new(&s.throttle_backoff, s.streams.next_stream())
+                    DelayState::new(&s.throttle_backoff, shared.fleet.next_stream())
                 })
                 .next_delay(&s.throttle_backoff)
         } else {
@@ -571,7 +568,10 @@ impl RetryState {
                 if let Some(remaining) = remaining {
                     window = window.min(remaining.saturating_sub(floor));
                 }
-                floor + Schedules::of(&mut self.delays, s).transient.uniform(window)
+                floor
+                    + Schedules::of(&mut self.delays, shared)
+                        .transient
+                        .uniform(window)
             }
         };
         // A retry due at the deadline itself would have no time to run: it is not taken either.
@@ -582,16 +582,10 @@ impl RetryState {
         if self.admit(request).is_err() {
             return (Decision::Stop(StopReason::Throttled), cause);
         }
-        // A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
-        // replaces may still be in the server's queue, to be served for nobody. It is paid from the
-        // requests' deposits only, never the floor (see `RetryBudget`).
-        let kind = match attempt.outcome.reason() {
-            Some(Reason::Timeout) => RetryKind::Timeout,
-            _ => RetryKind::Plain,
-        };
-        match self.withdraw(request, kind) {
-            Ok(withdrawal) => self.withdrawn = withdrawal,
-            Err(()) => return (Decision::Stop(StopReason::Budget), cause),
+        match self.pay(request, attempt.outcome.reason()) {
+            Payment::Free => {}
+            Payment::Paid(withdrawal) => self.hold_payment(withdrawal),
+            Payment::Refused => return (Decision::Stop(StopReason::Budget), cause),
         }
         (Decision::Retry(delay), cause)
     }
@@ -610,6 +604,8 @@ pub(super) struct Schedules {
     pub(super) slot: Option<Ticket>,
     /// What the answers set aside in the hedged race in flight asked of the retry after it.
     pub(super) set_aside: Option<Pushback>,
+    /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.
+    pub(super) failing: Option<Reason>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -626,11 +622,12 @@ impl Schedules {
     pub(super) fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
         slot.get_or_insert_with(|| {
             Box::new(Self {
-                transient: DelayState::new(&s.backoff, s.streams.next_stream()),
+                transient: DelayState::new(&s.settings.backoff, s.fleet.next_stream()),
                 throttle: None,
                 cooldown: Duration::ZERO,
                 slot: None,
                 set_aside: None,
+                failing: None,
             })
         })
     }

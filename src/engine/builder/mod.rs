@@ -7,13 +7,11 @@ use std::time::Duration;
 
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
-use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryHook, RetryPolicy, Shared};
-use crate::engine::rng::{StreamSource, entropy_seed};
+use crate::engine::guards::{Fleet, RetryBudget};
+use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
+use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
-use crate::fleet::budget::RetryBudget;
-use crate::fleet::cooldown::Cooldowns;
-use crate::fleet::throttle::Throttles;
 
 mod sending;
 mod throttling;
@@ -34,23 +32,12 @@ mod throttling;
 /// ```
 #[must_use]
 pub struct RetryPolicyBuilder {
-    backoff: Backoff,
-    throttle_backoff: Backoff,
+    settings: Settings,
     host_cooldown: bool,
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
-    replay_buffer: usize,
-    hedge_after: Option<Duration>,
-    max_retries: u32,
-    max_elapsed: Option<Duration>,
-    attempt_timeout: Option<Duration>,
-    max_retry_after: Duration,
-    retry_after: RetryAfterMode,
-    idempotency: bool,
     budget: Budget,
     seed: Option<u64>,
-    classifier: Box<dyn ClassifyHttp>,
-    on_retry: Option<Box<RetryHook>>,
 }
 
 /// The budget a builder will give its policy.
@@ -67,19 +54,19 @@ enum Budget {
 impl fmt::Debug for RetryPolicyBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicyBuilder")
-            .field("backoff", &self.backoff)
-            .field("throttle_backoff", &self.throttle_backoff)
+            .field("backoff", &self.settings.backoff)
+            .field("throttle_backoff", &self.settings.throttle_backoff)
             .field("host_cooldown", &self.host_cooldown)
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
-            .field("replay_buffer", &self.replay_buffer)
-            .field("hedge_after", &self.hedge_after)
-            .field("max_retries", &self.max_retries)
-            .field("max_elapsed", &self.max_elapsed)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("max_retry_after", &self.max_retry_after)
-            .field("retry_after", &self.retry_after)
-            .field("idempotency", &self.idempotency)
+            .field("replay_buffer", &self.settings.replay_buffer)
+            .field("hedge_after", &self.settings.hedge_after)
+            .field("max_retries", &self.settings.max_retries)
+            .field("max_elapsed", &self.settings.max_elapsed)
+            .field("attempt_timeout", &self.settings.attempt_timeout)
+            .field("max_retry_after", &self.settings.max_retry_after)
+            .field("retry_after", &self.settings.retry_after)
+            .field("idempotency", &self.settings.idempotency)
             .field("budget", &self.budget)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
@@ -122,23 +109,25 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn new() -> Self {
         Self {
-            backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
-            throttle_backoff: RetryPolicy::DEFAULT_THROTTLE_BACKOFF,
+            settings: Settings {
+                backoff: Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY),
+                throttle_backoff: RetryPolicy::DEFAULT_THROTTLE_BACKOFF,
+                max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
+                max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
+                attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
+                max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
+                retry_after: RetryAfterMode::Spread,
+                idempotency: true,
+                replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
+                hedge_after: None,
+                classifier: Box::new(DefaultClassifier),
+                on_retry: None,
+            },
             host_cooldown: false,
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
-            replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
-            hedge_after: None,
-            max_retries: RetryPolicy::DEFAULT_MAX_RETRIES,
-            max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
-            attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
-            max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
-            retry_after: RetryAfterMode::Spread,
-            idempotency: true,
             budget: Budget::Default,
             seed: None,
-            classifier: Box::new(DefaultClassifier),
-            on_retry: None,
         }
     }
 
@@ -156,7 +145,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.settings.backoff = backoff;
         self
     }
 
@@ -190,7 +179,7 @@ impl RetryPolicyBuilder {
     /// # }
     /// ```
     pub fn max_retries(mut self, max_retries: u32) -> Self {
-        self.max_retries = max_retries;
+        self.settings.max_retries = max_retries;
         self
     }
 
@@ -232,7 +221,7 @@ impl RetryPolicyBuilder {
     /// # }
     /// ```
     pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
-        self.max_elapsed = Some(max_elapsed);
+        self.settings.max_elapsed = Some(max_elapsed);
         self
     }
 
@@ -245,7 +234,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn no_max_elapsed(mut self) -> Self {
-        self.max_elapsed = None;
+        self.settings.max_elapsed = None;
         self
     }
 
@@ -300,7 +289,7 @@ impl RetryPolicyBuilder {
     /// # }
     /// ```
     pub fn attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
-        self.attempt_timeout = Some(attempt_timeout);
+        self.settings.attempt_timeout = Some(attempt_timeout);
         self
     }
 
@@ -313,7 +302,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn no_attempt_timeout(mut self) -> Self {
-        self.attempt_timeout = None;
+        self.settings.attempt_timeout = None;
         self
     }
 
@@ -343,7 +332,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn max_retry_after(mut self, max_retry_after: Duration) -> Self {
-        self.max_retry_after = max_retry_after;
+        self.settings.max_retry_after = max_retry_after;
         self
     }
 
@@ -363,7 +352,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn retry_after(mut self, mode: RetryAfterMode) -> Self {
-        self.retry_after = mode;
+        self.settings.retry_after = mode;
         self
     }
 
@@ -388,7 +377,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn idempotency_check(mut self, enabled: bool) -> Self {
-        self.idempotency = enabled;
+        self.settings.idempotency = enabled;
         self
     }
 
@@ -470,7 +459,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn classifier(mut self, classifier: impl ClassifyHttp) -> Self {
-        self.classifier = Box::new(classifier);
+        self.settings.classifier = Box::new(classifier);
         self
     }
 
@@ -496,7 +485,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn on_retry(mut self, hook: impl Fn(&RetryEvent) + Send + Sync + 'static) -> Self {
-        self.on_retry = Some(Box::new(hook));
+        self.settings.on_retry = Some(Box::new(hook));
         self
     }
 
@@ -518,8 +507,8 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn build(self) -> Result<RetryPolicy, ConfigError> {
-        self.backoff.validate()?;
-        self.throttle_backoff.validate()?;
+        self.settings.backoff.validate()?;
+        self.settings.throttle_backoff.validate()?;
         if let Some(k) = self.adaptive_throttle
             && !(k.is_finite() && k >= 1.0)
         {
@@ -530,39 +519,28 @@ impl RetryPolicyBuilder {
                 self.adaptive_throttle_window,
             ));
         }
-        if let Some(max_elapsed) = self.max_elapsed.filter(Duration::is_zero) {
+        if let Some(max_elapsed) = self.settings.max_elapsed.filter(Duration::is_zero) {
             return Err(ConfigError::MaxElapsed(max_elapsed));
         }
-        if let Some(timeout) = self.attempt_timeout.filter(Duration::is_zero) {
+        if let Some(timeout) = self.settings.attempt_timeout.filter(Duration::is_zero) {
             return Err(ConfigError::AttemptTimeout(timeout));
         }
-        if let Some(delay) = self.hedge_after.filter(Duration::is_zero) {
+        if let Some(delay) = self.settings.hedge_after.filter(Duration::is_zero) {
             return Err(ConfigError::HedgeAfter(delay));
         }
+        let budget = match self.budget {
+            Budget::Default => Some(RetryBudget::default()),
+            Budget::Given(budget) => Some(budget),
+            Budget::Off => None,
+        };
+        let throttle = self
+            .adaptive_throttle
+            .map(|k| (k, self.adaptive_throttle_window));
+        let seed = self.seed.unwrap_or_else(entropy_seed);
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
-                backoff: self.backoff,
-                throttle_backoff: self.throttle_backoff,
-                max_retries: self.max_retries,
-                max_elapsed: self.max_elapsed,
-                attempt_timeout: self.attempt_timeout,
-                max_retry_after: self.max_retry_after,
-                retry_after: self.retry_after,
-                idempotency: self.idempotency,
-                budget: match self.budget {
-                    Budget::Default => Some(RetryBudget::default()),
-                    Budget::Given(budget) => Some(budget),
-                    Budget::Off => None,
-                },
-                cooldowns: self.host_cooldown.then(Cooldowns::new),
-                replay_buffer: self.replay_buffer,
-                hedge_after: self.hedge_after,
-                throttles: self
-                    .adaptive_throttle
-                    .map(|k| Throttles::new(k, self.adaptive_throttle_window)),
-                streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
-                classifier: self.classifier,
-                on_retry: self.on_retry,
+                settings: self.settings,
+                fleet: Fleet::new(budget, self.host_cooldown, throttle, seed),
             }),
         })
     }

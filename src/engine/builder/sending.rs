@@ -56,7 +56,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn hedge_after(mut self, delay: Duration) -> Self {
-        self.hedge_after = Some(delay);
+        self.settings.hedge_after = Some(delay);
         self
     }
 
@@ -91,7 +91,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn replay_buffer(mut self, max_bytes: usize) -> Self {
-        self.replay_buffer = max_bytes;
+        self.settings.replay_buffer = max_bytes;
         self
     }
 }

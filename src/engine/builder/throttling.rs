@@ -38,7 +38,7 @@ impl RetryPolicyBuilder {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn throttle_backoff(mut self, backoff: Backoff) -> Self {
-        self.throttle_backoff = backoff;
+        self.settings.throttle_backoff = backoff;
         self
     }
 
