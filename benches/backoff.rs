@@ -17,12 +17,15 @@ fn delay_draw(c: &mut Criterion) {
     let mut group = c.benchmark_group("delay_draw");
     let exponential = Backoff::exponential(Duration::from_millis(100));
     for (name, backoff) in [
-        ("full", exponential.jitter(Jitter::Full)),
-        ("equal", exponential.jitter(Jitter::Equal)),
-        ("decorrelated", exponential.jitter(Jitter::Decorrelated)),
-        ("none", exponential.jitter(Jitter::None)),
+        ("full", exponential.with_jitter(Jitter::Full)),
+        ("equal", exponential.with_jitter(Jitter::Equal)),
+        (
+            "decorrelated",
+            exponential.with_jitter(Jitter::Decorrelated),
+        ),
+        ("none", exponential.with_jitter(Jitter::None)),
         // A base other than 2 computes each ceiling with a floating-point power until the cap.
-        ("full_base_1_5", exponential.base(1.5)),
+        ("full_base_1_5", exponential.with_base(1.5)),
     ] {
         let fresh = backoff.delays_seeded(1);
         // One `next()` per iteration; every `DRAWS_PER_REQUEST` draws the sequence restarts from a copy of

@@ -44,7 +44,7 @@ const CALLGRIND_REQUESTS: usize = 10_000;
 
 fn no_budget() -> RetryPolicy {
     RetryPolicy::builder()
-        .no_budget()
+        .budget(None)
         .build()
         .expect("a valid policy")
 }
@@ -52,8 +52,8 @@ fn no_budget() -> RetryPolicy {
 /// The default policy without its deadline and attempt timeout.
 fn no_timers() -> RetryPolicy {
     RetryPolicy::builder()
-        .no_max_elapsed()
-        .no_attempt_timeout()
+        .max_elapsed(None)
+        .attempt_timeout(None)
         .build()
         .expect("a valid policy")
 }

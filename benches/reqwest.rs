@@ -46,7 +46,7 @@ fn success_path(c: &mut Criterion) {
     });
 
     let no_budget = RetryPolicy::builder()
-        .no_budget()
+        .budget(None)
         .build()
         .expect("a valid policy");
     let retry_middlewares: [(&str, Option<Arc<dyn Middleware>>); 5] = [

@@ -25,7 +25,7 @@ use common::{
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{Request, Response, StatusCode};
-use stagger::classify::classify_status;
+use stagger::classify::DefaultClassifier;
 use stagger::{RetryLayer, RetryPolicy};
 use tokio::runtime::Runtime;
 use tower::retry::budget::{Budget as _, TpsBudget};
@@ -63,7 +63,7 @@ fn success_path(c: &mut Criterion) {
     });
 
     let policy_no_budget = RetryPolicy::builder()
-        .no_budget()
+        .budget(None)
         .build()
         .expect("a valid policy");
     let tower_retry = tower::retry::RetryLayer::new(RetryServerErrors { remaining: 3 });
@@ -86,7 +86,7 @@ fn pieces(c: &mut Criterion) {
         b.iter(|| drop(black_box(&policy).start()));
     });
     let policy_no_budget = RetryPolicy::builder()
-        .no_budget()
+        .budget(None)
         .build()
         .expect("a valid policy");
     group.bench_function("policy_start_and_drop_no_budget", |b| {
@@ -107,7 +107,7 @@ fn pieces(c: &mut Criterion) {
     });
 
     group.bench_function("classify_status_200", |b| {
-        b.iter(|| classify_status(black_box(StatusCode::OK)));
+        b.iter(|| DefaultClassifier::status(black_box(StatusCode::OK)));
     });
 
     // What recording `RetryInfo` adds to a response: the extensions' map and the boxed value, allocated

@@ -23,8 +23,9 @@ use http::Extensions;
 use http_body_util::BodyExt;
 use reqwest::ResponseBuilderExt;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
-use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason};
+use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier};
 use stagger::{Backoff, RetryInfo, RetryMiddleware, RetryPolicy};
+use stagger::{Outcome, Reason};
 
 /// Left in a response's extensions by [`BodyFlag`] when its JSON body says `"retryable": true`.
 #[derive(Debug, Clone, Copy)]

@@ -37,7 +37,7 @@ struct Strategy {
 /// The blog's strategies with `base` 5 ms and `cap` 2 s. Its exponential family sleeps `base · 2^attempt`
 /// from attempt 1, so the first sleep is 10 ms: stagger's `initial`. Decorrelated jitter starts from `base`.
 fn strategies() -> [Strategy; 5] {
-    let exponential = Backoff::exponential(Duration::from_millis(10)).max_delay(MAX_DELAY);
+    let exponential = Backoff::exponential(Duration::from_millis(10)).with_max_delay(MAX_DELAY);
     [
         Strategy {
             name: "none",
@@ -45,21 +45,21 @@ fn strategies() -> [Strategy; 5] {
         },
         Strategy {
             name: "exponential",
-            backoff: exponential.jitter(Jitter::None),
+            backoff: exponential.with_jitter(Jitter::None),
         },
         Strategy {
             name: "full jitter",
-            backoff: exponential.jitter(Jitter::Full),
+            backoff: exponential.with_jitter(Jitter::Full),
         },
         Strategy {
             name: "equal jitter",
-            backoff: exponential.jitter(Jitter::Equal),
+            backoff: exponential.with_jitter(Jitter::Equal),
         },
         Strategy {
             name: "decorrelated",
             backoff: Backoff::exponential(Duration::from_millis(5))
-                .max_delay(MAX_DELAY)
-                .jitter(Jitter::Decorrelated),
+                .with_max_delay(MAX_DELAY)
+                .with_jitter(Jitter::Decorrelated),
         },
     ]
 }

@@ -36,12 +36,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let policy = RetryPolicy::builder()
         .backoff(
-            Backoff::exponential(Duration::from_millis(20)).max_delay(Duration::from_millis(500)),
+            Backoff::exponential(Duration::from_millis(20))
+                .with_max_delay(Duration::from_millis(500)),
         )
         .max_retries(20)
         .max_elapsed(Duration::from_secs(10))
         // A reconnect loop is not a fleet of requests: the budget is for request traffic.
-        .no_budget()
+        .budget(None)
         .on_retry(move |event| {
             println!(
                 "[{:>4} ms] client: attempt {} failed ({}), next in {:?}",

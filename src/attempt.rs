@@ -120,13 +120,13 @@ impl fmt::Display for StopReason {
 ///
 /// let mut state = RetryPolicy::builder().max_retries(1).build()?.start();
 /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
-/// match state.decide(refused) {
+/// match state.decide(refused, None) {
 ///     // Full jitter under the first ceiling, 100 ms.
 ///     Decision::Retry(delay) => assert!(delay <= Duration::from_millis(100)),
 ///     Decision::Stop(reason) => panic!("stopped: {reason}"),
 /// }
-/// state.begin_retry().unwrap();
-/// assert_eq!(state.decide(refused), Decision::Stop(StopReason::MaxRetries));
+/// state.begin_retry(None).unwrap();
+/// assert_eq!(state.decide(refused, None), Decision::Stop(StopReason::MaxRetries));
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +151,7 @@ pub enum Decision {
 /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
 /// let retry_after = parse_retry_after(&HeaderValue::from_static("5"), SystemTime::now());
 /// let attempt = Attempt::new(too_many).retry_after(retry_after);
-/// match RetryPolicy::default().start().decide(attempt) {
+/// match RetryPolicy::default().start().decide(attempt, None) {
 ///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(5)),
 ///     Decision::Stop(reason) => panic!("stopped: {reason}"),
 /// }
@@ -204,9 +204,9 @@ impl Attempt {
     ///
     /// let policy = RetryPolicy::default();
     /// let reset = Attempt::new(Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
-    /// assert!(matches!(policy.start().decide(reset), Decision::Retry(_)));
+    /// assert!(matches!(policy.start().decide(reset, None), Decision::Retry(_)));
     /// let post = reset.idempotent(false);
-    /// assert_eq!(policy.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    /// assert_eq!(policy.start().decide(post, None), Decision::Stop(StopReason::NotIdempotent));
     /// ```
     pub const fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
@@ -220,7 +220,7 @@ impl Attempt {
     /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
     ///
     /// let streamed = Attempt::new(Outcome::RetrySafe(Reason::Connect)).replayable(false);
-    /// let decision = RetryPolicy::default().start().decide(streamed);
+    /// let decision = RetryPolicy::default().start().decide(streamed, None);
     /// assert_eq!(decision, Decision::Stop(StopReason::NotReplayable));
     /// ```
     pub const fn replayable(mut self, replayable: bool) -> Self {
@@ -240,7 +240,7 @@ impl Attempt {
     /// // Longer than the policy's `max_retry_after` (30 s by default): not waited for.
     /// let overloaded = Attempt::new(Outcome::RetrySafe(Reason::Other("overloaded")))
     ///     .retry_after(Some(Duration::from_secs(45)));
-    /// let decision = RetryPolicy::default().start().decide(overloaded);
+    /// let decision = RetryPolicy::default().start().decide(overloaded, None);
     /// assert_eq!(decision, Decision::Stop(StopReason::RetryAfterTooLong));
     /// ```
     pub const fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
@@ -263,9 +263,9 @@ impl Attempt {
     ///     .throttle_backoff(Backoff::fixed(Duration::from_secs(2)))
     ///     .build()?;
     /// let too_many = Attempt::new(Outcome::RetrySafe(Reason::Other("429")));
-    /// assert_eq!(policy.start().decide(too_many), Decision::Retry(Duration::from_millis(10)));
+    /// assert_eq!(policy.start().decide(too_many, None), Decision::Retry(Duration::from_millis(10)));
     /// let throttled = too_many.throttled(true);
-    /// assert_eq!(policy.start().decide(throttled), Decision::Retry(Duration::from_secs(2)));
+    /// assert_eq!(policy.start().decide(throttled, None), Decision::Retry(Duration::from_secs(2)));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub const fn throttled(mut self, throttled: bool) -> Self {
@@ -357,9 +357,9 @@ impl RetryInfo {
     /// # let backoff = Backoff::fixed(Duration::from_millis(10));
     /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
     /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
-    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
-    /// # state.begin_retry().unwrap();
-    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)), None);
+    /// # state.begin_retry(None).unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success), None);
     /// // A 503, then, 10 ms later, a 200:
     /// let info = state.info();
     /// assert_eq!(info.attempts(), 2);
@@ -378,9 +378,9 @@ impl RetryInfo {
     /// # let backoff = Backoff::fixed(Duration::from_millis(10));
     /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
     /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
-    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
-    /// # state.begin_retry().unwrap();
-    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)), None);
+    /// # state.begin_retry(None).unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success), None);
     /// // A 503, then, 10 ms later, a 200:
     /// let info = state.info();
     /// assert_eq!(info.retries(), 1);
@@ -400,9 +400,9 @@ impl RetryInfo {
     /// # let backoff = Backoff::fixed(Duration::from_millis(10));
     /// # let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start();
     /// # let unavailable = Reason::Status(StatusCode::SERVICE_UNAVAILABLE);
-    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)));
-    /// # state.begin_retry().unwrap();
-    /// # let _ = state.decide(Attempt::new(Outcome::Success));
+    /// # let _ = state.decide(Attempt::new(Outcome::RetrySafe(unavailable)), None);
+    /// # state.begin_retry(None).unwrap();
+    /// # let _ = state.decide(Attempt::new(Outcome::Success), None);
     /// // A 503, then, 10 ms later, a 200:
     /// let info = state.info();
     /// assert_eq!(info.slept(), Duration::from_millis(10));
@@ -463,10 +463,10 @@ impl RetryInfo {
     /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
     ///
     /// let mut state = RetryPolicy::default().start();
-    /// let _ = state.decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// let _ = state.decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)), None);
     /// assert_eq!(state.info().stop_reason(), None); // a retry is due
-    /// state.begin_retry().unwrap();
-    /// let _ = state.decide(Attempt::new(Outcome::Success));
+    /// state.begin_retry(None).unwrap();
+    /// let _ = state.decide(Attempt::new(Outcome::Success), None);
     /// assert_eq!(state.info().stop_reason(), Some(StopReason::Success));
     /// ```
     pub const fn stop_reason(&self) -> Option<StopReason> {

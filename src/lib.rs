@@ -189,7 +189,7 @@ mod reqwest;
 pub mod tower;
 
 pub use crate::attempt::{RetryInfo, StopReason};
-pub use crate::classify::{Outcome, Reason};
+pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
 pub use crate::engine::builder::RetryPolicyBuilder;
 pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
@@ -226,10 +226,10 @@ pub mod adapter {
         doc = "[`RetryMiddleware`]: crate#features"
     )]
     pub use crate::attempt::{Attempt, Decision};
-    pub use crate::classify::AsError;
+    pub use crate::classify::as_error::AsError;
     pub use crate::engine::state::RetryState;
     pub use crate::replay::judge::HttpResponse;
-    pub use crate::replay::{HttpReplay, Recorded, Replay, ReplayFn, Sent};
+    pub use crate::replay::{HttpReplay, Judge, Recorded, Replay, ReplayFn, Sent};
 }
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.

@@ -15,9 +15,9 @@ use crate::attempt::RetryInfo;
 use crate::classify::{AsError, RequestView};
 use crate::drive::call::Call;
 use crate::drive::hedge::{Hedge, HedgeContext};
-use crate::drive::held::{Held, HeldRacers, step};
+use crate::drive::held::{Held, HeldRacers, decide};
 use crate::engine::policy::RetryPolicy;
-use crate::replay::{HttpReplay, Replay};
+use crate::replay::{HttpReplay, Judge, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///
@@ -216,18 +216,7 @@ impl RetryMiddleware {
         // No local but these lives across an await, since each would take room in the future that
         // every request allocates (a moved-from local keeps its room to the end of its scope).
         let mut call = Call::new(self.policy.start_unclocked());
-        let mut held = Held::prepare::<Response, reqwest_middleware::Error, _>(
-            call.retry(),
-            &HttpReplay,
-            &mut request,
-        );
-        let record = |response: &mut Response, info| {
-            Replay::<Request, Response, reqwest_middleware::Error>::record(
-                &HttpReplay,
-                response,
-                info,
-            );
-        };
+        let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
         // The request itself goes first; the held copy stays for the retries (see `Held`). Each
         // retry's trip through the rest of the chain is built before the pause and first polled after
         // it, so that the request waits in that future rather than in this one: reqwest-middleware's
@@ -242,14 +231,14 @@ impl RetryMiddleware {
             if cooling {
                 let resumed = poll_fn(|cx| {
                     let view = Some(RequestView::from_reqwest(&request));
-                    call.poll_resume(view.as_ref(), record, cx)
+                    call.poll_resume(view.as_ref(), cx)
                 })
                 .await;
                 if let Err(result) = resumed {
                     break 'call result;
                 }
                 let view = Some(RequestView::from_reqwest(&request));
-                if let Err(result) = call.begin_retry(view.as_ref(), record) {
+                if let Err(result) = call.begin_retry(view.as_ref()) {
                     break 'call result;
                 }
             }
@@ -260,7 +249,7 @@ impl RetryMiddleware {
             let mut sending = next.clone().run(request, extensions);
             loop {
                 // A temporary, not a local: it is gone before the pause.
-                sending = match step(
+                sending = match decide(
                     poll_fn(|cx| {
                         let mut racers = HeldRacers {
                             held: &mut held,
@@ -285,9 +274,7 @@ impl RetryMiddleware {
                     &mut call,
                     &HttpReplay,
                     &mut held,
-                    |held, again| {
-                        held.next::<Response, reqwest_middleware::Error, _>(again, &HttpReplay)
-                    },
+                    |held, again| held.next(again, &HttpReplay),
                 ) {
                     ControlFlow::Continue(retry) => {
                         drop(sending);
@@ -296,27 +283,28 @@ impl RetryMiddleware {
                     ControlFlow::Break(result) => break result,
                 };
                 let resumed = poll_fn(|cx| {
-                    let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
-                        &HttpReplay,
-                        held.sent(),
-                    );
-                    call.poll_resume(view.as_ref(), record, cx)
+                    let view = HttpReplay.view(held.sent());
+                    call.poll_resume(view.as_ref(), cx)
                 })
                 .await;
                 if let Err(result) = resumed {
                     break result;
                 }
-                let view = Replay::<Request, Response, reqwest_middleware::Error>::view(
-                    &HttpReplay,
-                    held.sent(),
-                );
-                if let Err(result) = call.begin_retry(view.as_ref(), record) {
+                let view = HttpReplay.view(held.sent());
+                if let Err(result) = call.begin_retry(view.as_ref()) {
                     break result;
                 }
             }
         };
-        let info = match &result {
-            Ok(_) => call.retry().info(),
+        let mut result = result;
+        let info = match &mut result {
+            Ok(response) => {
+                let info = call.retry().info();
+                <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
+                    response, info,
+                );
+                info
+            }
             Err(error) => {
                 // A response carries its own; the request's extensions get it only for an error, since
                 // an empty extensions map costs an allocation to insert into.

@@ -63,7 +63,6 @@ where
     C: FnMut(&Result<T, E>) -> Outcome,
 {
     let mut call = Call::new(policy.start_unclocked());
-    let ignore = |_: &mut T, _| {};
     // No host, so no pause to wait for; adaptive throttling may still reject the operation.
     if let Err(result) = call.before_first(|| None) {
         return result;
@@ -77,12 +76,12 @@ where
                 Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(true),
             };
             // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) = call.conclude(judged, answered, &mut (), ignore) {
+            if let ControlFlow::Break(result) = call.decide(judged, answered, &mut ()) {
                 return result;
             }
         }
         poll_fn(|cx| call.poll_pause(cx)).await;
-        if let Err(result) = call.begin_retry(None, ignore) {
+        if let Err(result) = call.begin_retry(None) {
             return result;
         }
     }

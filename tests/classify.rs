@@ -2,7 +2,7 @@
 //! a connection closed before the response, a TLS handshake cut short, a SOCKS5 proxy's refusal, a
 //! certificate the client does not trust, and HTTP/2 `GOAWAY` from the server and from the client.
 //!
-//! Each test asserts what [`stagger::classify_error`] says of the real error, that the error is the one
+//! Each test asserts what [`DefaultClassifier::error`](stagger::classify::DefaultClassifier::error) says of the real error, that the error is the one
 //! the test is about (by the words of the library that made it), and, through `RetryMiddleware`, how many
 //! times the server saw the request. Only the features `reqwest` and `reqwest-middleware` are needed: what
 //! the README's quick start enables.
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::Method;
-use stagger::classify::classify_error;
+use stagger::classify::DefaultClassifier;
 use stagger::{Outcome, Reason};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -99,7 +99,7 @@ mod through_the_middleware {
     pub async fn send(client: reqwest::Client, method: Method, url: &str) {
         let policy = RetryPolicy::builder()
             .backoff(Backoff::fixed(Duration::from_millis(1)))
-            .no_budget()
+            .budget(None)
             .max_retries(2)
             .build()
             .unwrap();
@@ -150,7 +150,7 @@ async fn a_connection_closed_before_the_response_is_retried_for_a_get_and_not_fo
     // hyper's `IncompleteMessage`, under reqwest's and hyper-util's errors.
     assert_says(&error, "connection closed before message completed");
     assert_eq!(
-        classify_error(&error),
+        DefaultClassifier::error(&error),
         Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
     );
     assert_eq!(requests.take(), 1);
@@ -188,7 +188,10 @@ async fn a_tls_handshake_cut_short_is_a_connect_error_safe_to_retry() {
     // tokio-rustls's words for the peer closing the connection during the handshake.
     assert_says(&error, "tls handshake eof");
     assert!(error.is_connect(), "{error:?}");
-    assert_eq!(classify_error(&error), Outcome::RetrySafe(Reason::Connect));
+    assert_eq!(
+        DefaultClassifier::error(&error),
+        Outcome::RetrySafe(Reason::Connect)
+    );
     assert_eq!(handshakes.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -263,7 +266,10 @@ async fn a_socks5_proxys_refusal_is_a_connect_error_safe_to_retry() {
     // hyper-util's words for REP 0x05.
     assert_says(&error, "SOCKS error: connection refused");
     assert!(error.is_connect(), "{error:?}");
-    assert_eq!(classify_error(&error), Outcome::RetrySafe(Reason::Connect));
+    assert_eq!(
+        DefaultClassifier::error(&error),
+        Outcome::RetrySafe(Reason::Connect)
+    );
     assert_eq!(connects.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -281,7 +287,10 @@ async fn a_socks5_negotiation_cut_short_is_a_connect_error_safe_to_retry() {
     // hyper-util's words for any I/O error while negotiating with the proxy.
     assert_says(&error, "SOCKS error: io error during SOCKS handshake");
     assert!(error.is_connect(), "{error:?}");
-    assert_eq!(classify_error(&error), Outcome::RetrySafe(Reason::Connect));
+    assert_eq!(
+        DefaultClassifier::error(&error),
+        Outcome::RetrySafe(Reason::Connect)
+    );
     assert_eq!(greetings.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -357,7 +366,7 @@ async fn a_certificate_the_client_does_not_trust_is_fatal_and_sent_once() {
     assert_says(&error, "invalid peer certificate: UnknownIssuer");
     // Why the certificate rule must come before the connect rule.
     assert!(error.is_connect(), "{error:?}");
-    assert_eq!(classify_error(&error), Outcome::Fatal);
+    assert_eq!(DefaultClassifier::error(&error), Outcome::Fatal);
     assert_eq!(handshakes.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -477,7 +486,10 @@ async fn a_servers_goaway_for_a_stream_it_did_not_process_is_safe_to_retry() {
     let h2 = h2_error(&error);
     assert!(h2.is_go_away() && h2.is_remote(), "{h2:?}");
     assert_eq!(h2.reason(), Some(h2::Reason::NO_ERROR));
-    assert_eq!(classify_error(&error), Outcome::RetrySafe(Reason::GoAway));
+    assert_eq!(
+        DefaultClassifier::error(&error),
+        Outcome::RetrySafe(Reason::GoAway)
+    );
     assert_eq!(requests.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -496,7 +508,7 @@ async fn a_servers_goaway_with_an_error_code_is_not_retried() {
     let h2 = h2_error(&error);
     assert!(h2.is_go_away() && h2.is_remote(), "{h2:?}");
     assert_eq!(h2.reason(), Some(h2::Reason::INTERNAL_ERROR));
-    assert_eq!(classify_error(&error), Outcome::Fatal);
+    assert_eq!(DefaultClassifier::error(&error), Outcome::Fatal);
     assert_eq!(requests.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]
@@ -514,7 +526,7 @@ async fn a_stream_the_server_kept_through_its_goaway_and_then_dropped_is_a_close
     // h2's words for a stream still open when the connection closed (`State::recv_eof`).
     assert_says(&error, "stream closed because of a broken pipe");
     assert_eq!(
-        classify_error(&error),
+        DefaultClassifier::error(&error),
         Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
     );
     assert_eq!(requests.take(), 1);
@@ -539,7 +551,7 @@ async fn a_goaway_the_client_sent_is_not_retried() {
     let error = send(&h2_client(), Method::GET, &url).await;
     let h2 = h2_error(&error);
     assert!(h2.is_go_away() && h2.is_library(), "{h2:?}");
-    assert_eq!(classify_error(&error), Outcome::Fatal);
+    assert_eq!(DefaultClassifier::error(&error), Outcome::Fatal);
     assert_eq!(requests.take(), 1);
 
     #[cfg(feature = "reqwest-middleware")]

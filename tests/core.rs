@@ -33,8 +33,8 @@ fn internal_error() -> Outcome {
 
 fn base() -> stagger::RetryPolicyBuilder {
     RetryPolicy::builder()
-        .backoff(Backoff::exponential(100 * MS).jitter(Jitter::None))
-        .no_budget()
+        .backoff(Backoff::exponential(100 * MS).with_jitter(Jitter::None))
+        .budget(None)
         .seed(7)
 }
 
@@ -49,11 +49,11 @@ fn exponential_ceilings_table() {
             &[100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000],
         ),
         (
-            Backoff::exponential(100 * MS).max_delay(Duration::from_secs(1)),
+            Backoff::exponential(100 * MS).with_max_delay(Duration::from_secs(1)),
             &[100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000, 1000],
         ),
         (
-            Backoff::exponential(10 * MS).base(3.0),
+            Backoff::exponential(10 * MS).with_base(3.0),
             &[10, 30, 90, 270, 810, 2430, 7290, 20000, 20000, 20000],
         ),
         (Backoff::fixed(250 * MS), &[250; 10]),
@@ -69,7 +69,7 @@ fn exponential_ceilings_table() {
 
 #[test]
 fn no_jitter_waits_exactly_the_ceiling() {
-    let backoff = Backoff::exponential(100 * MS).jitter(Jitter::None);
+    let backoff = Backoff::exponential(100 * MS).with_jitter(Jitter::None);
     let got: Vec<_> = backoff.delays_seeded(0).take(5).collect();
     assert_eq!(got, [100, 200, 400, 800, 1600].map(|m| m * MS));
 }
@@ -77,8 +77,8 @@ fn no_jitter_waits_exactly_the_ceiling() {
 #[test]
 fn decorrelated_starts_from_initial_and_never_exceeds_three_times_the_previous() {
     let backoff = Backoff::exponential(10 * MS)
-        .max_delay(Duration::from_secs(60))
-        .jitter(Jitter::Decorrelated);
+        .with_max_delay(Duration::from_secs(60))
+        .with_jitter(Jitter::Decorrelated);
     let mut previous = 10 * MS;
     for delay in backoff.delays_seeded(11).take(1000) {
         assert!(
@@ -129,8 +129,8 @@ fn decorrelated_mean_near_the_cap_follows_the_documented_formula() {
         Duration::MAX,
     ] {
         let backoff = Backoff::exponential(max_delay / 10)
-            .max_delay(max_delay)
-            .jitter(Jitter::Decorrelated);
+            .with_max_delay(max_delay)
+            .with_jitter(Jitter::Decorrelated);
         let measured = (0..SEQUENCES)
             .map(|seed| {
                 let d8 = backoff.delays_seeded(seed).nth(7).unwrap();
@@ -156,9 +156,9 @@ fn any_backoff() -> impl Strategy<Value = Backoff> {
     (duration.clone(), duration, base, jitter).prop_map(|(a, b, base, jitter)| {
         let (initial, max_delay) = if a <= b { (a, b) } else { (b, a) };
         Backoff::exponential(initial)
-            .max_delay(max_delay)
-            .base(base)
-            .jitter(jitter)
+            .with_max_delay(max_delay)
+            .with_base(base)
+            .with_jitter(jitter)
     })
 }
 
@@ -169,9 +169,9 @@ proptest! {
     fn the_cap_is_a_true_maximum_for_every_jitter(backoff in any_backoff(), seed in any::<u64>()) {
         prop_assert!(backoff.validate().is_ok());
         for (n, delay) in (1..).zip(backoff.delays_seeded(seed).take(64)) {
-            prop_assert!(delay <= backoff.get_max_delay());
+            prop_assert!(delay <= backoff.max_delay());
             let ceiling = backoff.ceiling(n);
-            match backoff.get_jitter() {
+            match backoff.jitter() {
                 Jitter::None => prop_assert_eq!(delay, ceiling),
                 Jitter::Full => prop_assert!(delay <= ceiling),
                 Jitter::Equal => prop_assert!(delay >= ceiling / 2 && delay <= ceiling),
@@ -184,16 +184,16 @@ proptest! {
     #[test]
     fn ceilings_saturate_and_never_shrink(backoff in any_backoff(), n in any::<u32>()) {
         let ceiling = backoff.ceiling(n);
-        prop_assert!(ceiling <= backoff.get_max_delay());
+        prop_assert!(ceiling <= backoff.max_delay());
         prop_assert!(backoff.ceiling(n.saturating_add(1)) >= ceiling);
-        prop_assert!(ceiling >= backoff.initial().min(backoff.get_max_delay()));
+        prop_assert!(ceiling >= backoff.initial().min(backoff.max_delay()));
     }
 
     #[test]
     fn huge_retry_counts_answer_max_delay(initial_ms in 1u64..1_000_000, base in 1.5f64..1e6) {
         let backoff = Backoff::exponential(Duration::from_millis(initial_ms))
-            .max_delay(Duration::from_secs(1_000_000))
-            .base(base);
+            .with_max_delay(Duration::from_secs(1_000_000))
+            .with_base(base);
         prop_assert_eq!(backoff.ceiling(u32::MAX), Duration::from_secs(1_000_000));
     }
 
@@ -203,9 +203,9 @@ proptest! {
     ) {
         for jitter in JITTERS {
             let backoff = Backoff::exponential(Duration::from_nanos(initial))
-                .max_delay(Duration::from_nanos(max))
-                .base(base)
-                .jitter(jitter);
+                .with_max_delay(Duration::from_nanos(max))
+                .with_base(base)
+                .with_jitter(jitter);
             let _ = backoff.validate();
             prop_assert!(backoff.ceiling(n) <= Duration::from_nanos(max));
             for delay in backoff.delays_seeded(seed).take(8) {
@@ -220,7 +220,7 @@ proptest! {
 
 fn draws(jitter: Jitter, ceiling: Duration, count: usize) -> Vec<f64> {
     Backoff::fixed(ceiling)
-        .jitter(jitter)
+        .with_jitter(jitter)
         .delays_seeded(0x5eed)
         .take(count)
         .map(|d| d.as_secs_f64() / ceiling.as_secs_f64())
@@ -264,13 +264,13 @@ fn two_requests_through_one_seeded_policy_draw_different_delays() {
     let policy = RetryPolicy::builder()
         .backoff(Backoff::exponential(100 * MS))
         .max_retries(8)
-        .no_budget()
+        .budget(None)
         .seed(1)
         .build()
         .unwrap();
     let run = |policy: &RetryPolicy| -> Vec<Duration> {
         let mut state = policy.start();
-        std::iter::from_fn(|| match state.decide(Attempt::new(unavailable())) {
+        std::iter::from_fn(|| match state.decide(Attempt::new(unavailable()), None) {
             Decision::Retry(d) => Some(d),
             Decision::Stop(_) => None,
         })
@@ -284,7 +284,7 @@ fn two_requests_through_one_seeded_policy_draw_different_delays() {
     let again = RetryPolicy::builder()
         .backoff(Backoff::exponential(100 * MS))
         .max_retries(8)
-        .no_budget()
+        .budget(None)
         .seed(1)
         .build()
         .unwrap();
@@ -299,23 +299,23 @@ fn two_requests_through_one_seeded_policy_draw_different_delays() {
 fn every_config_error_names_its_field_and_value() {
     let cases: Vec<(stagger::RetryPolicyBuilder, ConfigError, &str)> = vec![
         (
-            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(0.5)),
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).with_base(0.5)),
             ConfigError::InvalidBase(0.5),
             "base",
         ),
         (
-            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(f64::NAN)),
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).with_base(f64::NAN)),
             ConfigError::InvalidBase(f64::NAN),
             "NaN",
         ),
         (
-            RetryPolicy::builder().backoff(Backoff::exponential(MS).base(f64::INFINITY)),
+            RetryPolicy::builder().backoff(Backoff::exponential(MS).with_base(f64::INFINITY)),
             ConfigError::InvalidBase(f64::INFINITY),
             "inf",
         ),
         (
             RetryPolicy::builder().backoff(
-                Backoff::exponential(Duration::from_secs(2)).max_delay(Duration::from_secs(1)),
+                Backoff::exponential(Duration::from_secs(2)).with_max_delay(Duration::from_secs(1)),
             ),
             ConfigError::MaxDelayBelowInitial {
                 max_delay: Duration::from_secs(1),
@@ -328,12 +328,12 @@ fn every_config_error_names_its_field_and_value() {
         (
             RetryPolicy::builder().max_elapsed(Duration::ZERO),
             ConfigError::MaxElapsed(Duration::ZERO),
-            "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed()",
+            "max_elapsed must be greater than zero, got 0ns (use max_elapsed(None)",
         ),
         (
             RetryPolicy::builder().attempt_timeout(Duration::ZERO),
             ConfigError::AttemptTimeout(Duration::ZERO),
-            "attempt_timeout must be greater than zero, got 0ns (use no_attempt_timeout()",
+            "attempt_timeout must be greater than zero, got 0ns (use attempt_timeout(None)",
         ),
     ];
     for (builder, want, words) in cases {
@@ -356,8 +356,8 @@ fn the_default_policy_bounds_a_call_and_each_attempt_and_both_can_be_removed() {
         Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT)
     );
     let unbounded = RetryPolicy::builder()
-        .no_max_elapsed()
-        .no_attempt_timeout()
+        .max_elapsed(None)
+        .attempt_timeout(None)
         .build()
         .unwrap();
     assert_eq!(unbounded.max_elapsed(), None);
@@ -370,7 +370,7 @@ fn the_default_policy_bounds_a_call_and_each_attempt_and_both_can_be_removed() {
         .unwrap();
     let mut state = huge.start();
     assert!(matches!(
-        state.decide(Attempt::new(unavailable())),
+        state.decide(Attempt::new(unavailable()), None),
         Decision::Retry(_)
     ));
 }
@@ -403,7 +403,7 @@ fn a_budget_can_be_switched_off_or_reshaped_and_the_default_builds() {
             .build()
             .is_ok()
     );
-    assert!(RetryPolicy::builder().no_budget().build().is_ok());
+    assert!(RetryPolicy::builder().budget(None).build().is_ok());
     let _ = RetryPolicy::default();
 }
 
@@ -417,7 +417,7 @@ async fn stops_after_max_retries() {
     let mut delays = vec![];
     let stop = loop {
         assert_eq!(state.may_retry(), delays.len() < 3);
-        match state.decide(Attempt::new(unavailable())) {
+        match state.decide(Attempt::new(unavailable()), None) {
             Decision::Retry(d) => delays.push(d),
             Decision::Stop(reason) => break reason,
         }
@@ -437,12 +437,12 @@ async fn success_and_fatal_stop_at_once() {
     let policy = base().build().unwrap();
     let mut state = policy.start();
     assert_eq!(
-        state.decide(Attempt::new(Outcome::Success)),
+        state.decide(Attempt::new(Outcome::Success), None),
         Decision::Stop(StopReason::Success)
     );
     let mut state = policy.start();
     assert_eq!(
-        state.decide(Attempt::new(Outcome::Fatal)),
+        state.decide(Attempt::new(Outcome::Fatal), None),
         Decision::Stop(StopReason::Fatal)
     );
     assert_eq!(state.info().attempts(), 1);
@@ -459,13 +459,13 @@ async fn a_retry_whose_sleep_would_end_past_the_deadline_is_not_taken() {
     // Sleeps 100 + 200 + 400 = 700 ms; the next, 800 ms, would end at 1500 ms.
     for want in [100, 200, 400] {
         assert_eq!(
-            state.decide(Attempt::new(unavailable())),
+            state.decide(Attempt::new(unavailable()), None),
             Decision::Retry(want * MS)
         );
         tokio::time::advance(want * MS).await;
     }
     assert_eq!(
-        state.decide(Attempt::new(unavailable())),
+        state.decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Deadline)
     );
 }
@@ -482,7 +482,7 @@ async fn attempts_that_run_past_the_deadline_leave_no_retry() {
     tokio::time::advance(Duration::from_secs(1)).await;
     assert!(!state.may_retry());
     assert_eq!(
-        state.decide(Attempt::new(unavailable())),
+        state.decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Deadline)
     );
 }
@@ -499,15 +499,15 @@ async fn the_budget_is_shared_by_every_clone_of_a_policy() {
     let mut a = policy.start();
     let mut b = clone.start();
     assert!(matches!(
-        a.decide(Attempt::new(unavailable())),
+        a.decide(Attempt::new(unavailable()), None),
         Decision::Retry(_)
     ));
     assert_eq!(
-        b.decide(Attempt::new(unavailable())),
+        b.decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Budget)
     );
     assert_eq!(
-        a.decide(Attempt::new(unavailable())),
+        a.decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Budget)
     );
 }
@@ -522,9 +522,9 @@ async fn the_default_budget_allows_a_fifth_of_the_requests_beyond_its_floor() {
     let mut granted = 0;
     for _ in 0..1000 {
         let mut state = policy.start();
-        if let Decision::Retry(_) = state.decide(Attempt::new(unavailable())) {
+        if let Decision::Retry(_) = state.decide(Attempt::new(unavailable()), None) {
             // Sent: a retry decided but never sent is given back to the budget.
-            state.begin_retry().unwrap();
+            state.begin_retry(None).unwrap();
             granted += 1;
         }
     }
@@ -541,13 +541,16 @@ async fn a_retry_after_over_the_cap_stops() {
     let mut state = policy.start();
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(31)));
     assert_eq!(
-        state.decide(attempt),
+        state.decide(attempt, None),
         Decision::Stop(StopReason::RetryAfterTooLong)
     );
     // Ignored, it does not stop anything.
     let policy = policy_with_mode(RetryAfterMode::Ignore);
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(3600)));
-    assert_eq!(policy.start().decide(attempt), Decision::Retry(100 * MS));
+    assert_eq!(
+        policy.start().decide(attempt, None),
+        Decision::Retry(100 * MS)
+    );
 }
 
 fn policy_with_mode(mode: RetryAfterMode) -> RetryPolicy {
@@ -559,15 +562,18 @@ async fn retry_after_is_a_floor_in_every_mode_that_honours_it() {
     let floor = Duration::from_secs(2);
     let strict = policy_with_mode(RetryAfterMode::Strict);
     let attempt = Attempt::new(unavailable()).retry_after(Some(floor));
-    assert_eq!(strict.start().decide(attempt), Decision::Retry(floor));
+    assert_eq!(strict.start().decide(attempt, None), Decision::Retry(floor));
     // A floor below the backoff delay: the backoff wins.
     let short = Attempt::new(unavailable()).retry_after(Some(10 * MS));
-    assert_eq!(strict.start().decide(short), Decision::Retry(100 * MS));
+    assert_eq!(
+        strict.start().decide(short, None),
+        Decision::Retry(100 * MS)
+    );
 
     let spread = base().seed(9).build().unwrap();
     let mut seen = vec![];
     for _ in 0..1000 {
-        let Decision::Retry(d) = spread.start().decide(attempt) else {
+        let Decision::Retry(d) = spread.start().decide(attempt, None) else {
             panic!("no retry")
         };
         assert!(d >= floor && d <= floor * 2, "{d:?}");
@@ -589,18 +595,18 @@ async fn strict_never_waits_past_max_retry_after_even_when_the_backoff_is_longer
         .backoff(Backoff::fixed(Duration::from_secs(60)))
         .retry_after(RetryAfterMode::Strict)
         .max_retry_after(Duration::from_secs(5))
-        .no_max_elapsed()
-        .no_budget()
+        .max_elapsed(None)
+        .budget(None)
         .build()
         .unwrap();
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_secs(2)));
     assert_eq!(
-        policy.start().decide(attempt),
+        policy.start().decide(attempt, None),
         Decision::Retry(Duration::from_secs(5))
     );
     // Without a Retry-After, the backoff is the backoff.
     assert_eq!(
-        policy.start().decide(Attempt::new(unavailable())),
+        policy.start().decide(Attempt::new(unavailable()), None),
         Decision::Retry(Duration::from_secs(60))
     );
 }
@@ -613,7 +619,7 @@ async fn spread_never_waits_past_max_retry_after_nor_the_deadline() {
         .unwrap();
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(2500)));
     for _ in 0..200 {
-        let Decision::Retry(d) = policy.start().decide(attempt) else {
+        let Decision::Retry(d) = policy.start().decide(attempt, None) else {
             panic!("no retry")
         };
         assert!(
@@ -624,7 +630,7 @@ async fn spread_never_waits_past_max_retry_after_nor_the_deadline() {
     let policy = base().max_elapsed(Duration::from_secs(2)).build().unwrap();
     let attempt = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(1900)));
     for _ in 0..200 {
-        let Decision::Retry(d) = policy.start().decide(attempt) else {
+        let Decision::Retry(d) = policy.start().decide(attempt, None) else {
             panic!("no retry")
         };
         assert!(
@@ -634,7 +640,7 @@ async fn spread_never_waits_past_max_retry_after_nor_the_deadline() {
     }
     let late = Attempt::new(unavailable()).retry_after(Some(Duration::from_millis(2100)));
     assert_eq!(
-        policy.start().decide(late),
+        policy.start().decide(late, None),
         Decision::Stop(StopReason::Deadline)
     );
 }
@@ -644,28 +650,28 @@ async fn non_idempotent_requests_are_replayed_only_where_the_server_did_not_act(
     let policy = base().build().unwrap();
     let post = |outcome| Attempt::new(outcome).idempotent(false);
     assert_eq!(
-        policy.start().decide(post(internal_error())),
+        policy.start().decide(post(internal_error()), None),
         Decision::Stop(StopReason::NotIdempotent)
     );
     assert_eq!(
         policy
             .start()
-            .decide(post(Outcome::RetryIfIdempotent(Reason::Timeout))),
+            .decide(post(Outcome::RetryIfIdempotent(Reason::Timeout)), None),
         Decision::Stop(StopReason::NotIdempotent)
     );
     assert!(matches!(
-        policy.start().decide(post(unavailable())),
+        policy.start().decide(post(unavailable()), None),
         Decision::Retry(_)
     ));
     assert!(matches!(
         policy
             .start()
-            .decide(post(Outcome::RetrySafe(Reason::Connect))),
+            .decide(post(Outcome::RetrySafe(Reason::Connect)), None),
         Decision::Retry(_)
     ));
     let lax = base().idempotency_check(false).build().unwrap();
     assert!(matches!(
-        lax.start().decide(post(internal_error())),
+        lax.start().decide(post(internal_error()), None),
         Decision::Retry(_)
     ));
 }
@@ -675,7 +681,7 @@ async fn a_request_that_cannot_be_copied_is_not_retried() {
     let policy = base().build().unwrap();
     let attempt = Attempt::new(unavailable()).replayable(false);
     assert_eq!(
-        policy.start().decide(attempt),
+        policy.start().decide(attempt, None),
         Decision::Stop(StopReason::NotReplayable)
     );
 }
@@ -698,7 +704,7 @@ async fn the_hook_sees_every_retry() {
         .build()
         .unwrap();
     let mut state = policy.start();
-    while let Decision::Retry(_) = state.decide(Attempt::new(unavailable())) {}
+    while let Decision::Retry(_) = state.decide(Attempt::new(unavailable()), None) {}
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
@@ -713,23 +719,23 @@ async fn begin_retry_refuses_a_retry_once_the_deadline_has_passed_and_gives_its_
         .unwrap();
     let mut late = policy.start();
     assert_eq!(
-        late.decide(Attempt::new(unavailable())),
+        late.decide(Attempt::new(unavailable()), None),
         Decision::Retry(100 * MS)
     );
     // The sleep overran: the deadline has passed by the time the retry would be sent.
     tokio::time::advance(Duration::from_secs(2)).await;
-    assert_eq!(late.begin_retry(), Err(StopReason::Deadline));
+    assert_eq!(late.begin_retry(None), Err(StopReason::Deadline));
     assert_eq!(late.info().stop_reason(), Some(StopReason::Deadline));
     // The withdrawal came back: another request may retry.
     let mut next = policy.start();
     assert_eq!(
-        next.decide(Attempt::new(unavailable())),
+        next.decide(Attempt::new(unavailable()), None),
         Decision::Retry(100 * MS)
     );
-    assert_eq!(next.begin_retry(), Ok(()));
+    assert_eq!(next.begin_retry(None), Ok(()));
     // And that one was sent, so the budget is spent.
     assert_eq!(
-        policy.start().decide(Attempt::new(unavailable())),
+        policy.start().decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Budget)
     );
 }
@@ -744,7 +750,7 @@ async fn a_state_dropped_between_a_retry_and_its_sending_gives_the_withdrawal_ba
     for _ in 0..5 {
         let mut dropped = policy.start();
         assert!(matches!(
-            dropped.decide(Attempt::new(unavailable())),
+            dropped.decide(Attempt::new(unavailable()), None),
             Decision::Retry(_)
         ));
         // A clone does not carry the pending withdrawal: it is given back once, not twice.
@@ -753,12 +759,12 @@ async fn a_state_dropped_between_a_retry_and_its_sending_gives_the_withdrawal_ba
     // Five requests decided a retry and dropped it; the one retry is still there.
     let mut state = policy.start();
     assert!(matches!(
-        state.decide(Attempt::new(unavailable())),
+        state.decide(Attempt::new(unavailable()), None),
         Decision::Retry(_)
     ));
-    state.begin_retry().unwrap();
+    state.begin_retry(None).unwrap();
     assert_eq!(
-        policy.start().decide(Attempt::new(unavailable())),
+        policy.start().decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Budget)
     );
 }
@@ -803,7 +809,7 @@ async fn retry_returns_the_last_error_when_the_policy_gives_up() {
         },
         |result| match result {
             Ok(_) => Outcome::Success,
-            Err(e) => stagger::classify::classify_error(e),
+            Err(e) => stagger::classify::DefaultClassifier::error(e),
         },
     )
     .await;
@@ -830,7 +836,7 @@ async fn a_main_that_returns_the_error_prints_what_the_retries_did_and_the_inner
         .backoff(Backoff::fixed(MS))
         .max_retries(20)
         .max_elapsed(Duration::from_secs(60))
-        .no_budget()
+        .budget(None)
         .build()
         .unwrap();
 
@@ -881,10 +887,10 @@ fn budget_of_one() -> RetryBudget {
 /// Decides one 503 and, if a retry is allowed, commits it as sent.
 fn spend_a_retry(policy: &RetryPolicy) -> Decision {
     let mut state = policy.start();
-    let decision = state.decide(Attempt::new(unavailable()));
+    let decision = state.decide(Attempt::new(unavailable()), None);
     if let Decision::Retry(_) = decision {
         // A retry decided and never sent is given back when the state is dropped.
-        state.begin_retry().unwrap();
+        state.begin_retry(None).unwrap();
     }
     decision
 }
@@ -910,7 +916,7 @@ fn every_budget_config_error_names_its_field_its_value_and_the_valid_range() {
             &[
                 "budget ratio must be within 0.0..=1.0, got 20: it is retries per request, not a \
                  percentage, so 20 % is 0.2, and over 1.0 retries would more than double the load",
-                "no_budget()",
+                "budget(None)",
             ],
         ),
         (
@@ -1033,7 +1039,7 @@ fn a_policy_shows_its_budgets_shape_and_gives_it_out() {
             .contains("budget: Some(RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false })"),
         "{default}"
     );
-    let none = RetryPolicy::builder().no_budget().build().unwrap();
+    let none = RetryPolicy::builder().budget(None).build().unwrap();
     assert!(format!("{none:?}").contains("budget: None"));
     assert!(none.budget().is_none());
 }
@@ -1048,7 +1054,7 @@ async fn a_shared_budget_limits_two_differently_configured_policies_together() {
         .build()
         .unwrap();
     let writes = base()
-        .backoff(Backoff::exponential(Duration::from_secs(1)).jitter(Jitter::Full))
+        .backoff(Backoff::exponential(Duration::from_secs(1)).with_jitter(Jitter::Full))
         .max_retries(1)
         .budget(shared)
         .build()
@@ -1209,27 +1215,30 @@ async fn a_timeout_s_retry_costs_four_retries_of_the_requests_deposits() {
         .unwrap();
     let deposit = |n| {
         for _ in 0..n {
-            let _ = policy.start().decide(Attempt::new(Outcome::Success));
+            let _ = policy.start().decide(Attempt::new(Outcome::Success), None);
         }
     };
     let timeout = Attempt::new(Outcome::RetryIfIdempotent(Reason::Timeout));
     deposit(20);
     let mut state = policy.start(); // the 21st request: 4.2 retries' worth
-    assert!(matches!(state.decide(timeout), Decision::Retry(_)));
-    state.begin_retry().unwrap();
-    assert_eq!(state.decide(timeout), Decision::Stop(StopReason::Budget));
+    assert!(matches!(state.decide(timeout, None), Decision::Retry(_)));
+    state.begin_retry(None).unwrap();
+    assert_eq!(
+        state.decide(timeout, None),
+        Decision::Stop(StopReason::Budget)
+    );
     // The same deposits pay for four retries of any other failure.
     deposit(20);
     let mut state = policy.start();
     for _ in 0..4 {
         assert!(matches!(
-            state.decide(Attempt::new(unavailable())),
+            state.decide(Attempt::new(unavailable()), None),
             Decision::Retry(_)
         ));
-        state.begin_retry().unwrap();
+        state.begin_retry(None).unwrap();
     }
     assert_eq!(
-        state.decide(Attempt::new(unavailable())),
+        state.decide(Attempt::new(unavailable()), None),
         Decision::Stop(StopReason::Budget)
     );
 }
@@ -1271,7 +1280,7 @@ fn the_documented_defaults_are_what_a_policy_gets() {
             .build()
             .unwrap()
             .start()
-            .decide(attempt)
+            .decide(attempt, None)
     };
     assert!(matches!(asked(Duration::from_secs(30)), Decision::Retry(_)));
     assert_eq!(

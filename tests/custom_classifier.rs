@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest_middleware::ClientBuilder;
-use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier, Outcome, Reason};
+use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier};
 use stagger::{Backoff, Jitter, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
+use stagger::{Outcome, Reason};
 use tower::{ServiceBuilder, ServiceExt};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -17,7 +18,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 /// everything else as by default. Not one argument type is written out.
 fn policy() -> RetryPolicy {
     RetryPolicy::builder()
-        .backoff(Backoff::exponential(Duration::from_millis(1)).jitter(Jitter::None))
+        .backoff(Backoff::exponential(Duration::from_millis(1)).with_jitter(Jitter::None))
         .max_retries(2)
         .classifier(classify::from_fn(|request, result| match result {
             _ if request.path() == Some("/payments") => Outcome::Fatal,

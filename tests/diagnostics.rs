@@ -28,7 +28,7 @@ fn a_request_body_that_is_not_clone_is_answered_with_replay_body() {
     let [error] = errors[..] else {
         panic!("one error, got:\n{stderr}");
     };
-    let replay = "error[E0277]: `HttpReplay` cannot copy and judge `http::Request<BoxBody<";
+    let replay = "error[E0277]: `HttpReplay` cannot copy `http::Request<BoxBody<";
     assert!(error.starts_with(replay), "{stderr}");
     assert!(
         stderr.contains("wrap it in `stagger::ReplayBody`"),

@@ -33,7 +33,7 @@ fn attempt_timeout_200ms() -> RetryPolicy {
     RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))
         .attempt_timeout(ms(200))
-        .no_budget()
+        .budget(None)
         .build()
         .unwrap()
 }

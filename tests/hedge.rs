@@ -734,7 +734,7 @@ mod throttling {
         });
         let mut policy = RetryPolicy::builder()
             .adaptive_throttle(k)
-            .no_budget()
+            .budget(None)
             .seed(1);
         if hedge {
             policy = policy.hedge_after(ms(100));
@@ -893,7 +893,7 @@ mod promises {
             .adaptive_throttle(2.0)
             .backoff(Backoff::fixed(ms(1)))
             .max_retries(1)
-            .no_budget()
+            .budget(None)
             .seed(1)
             .build()
             .unwrap();

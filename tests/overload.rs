@@ -166,7 +166,7 @@ async fn a_retry_the_throttle_rejects_ends_the_call_with_the_last_response() {
     let server = Capacity::new(0);
     let policy = RetryPolicy::builder()
         .max_retries(10)
-        .no_budget()
+        .budget(None)
         .adaptive_throttle(2.0)
         .build()
         .unwrap();

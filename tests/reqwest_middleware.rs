@@ -30,7 +30,7 @@ fn ms(millis: u64) -> Duration {
 /// A policy that retries twice, 1 ms then 2 ms apart, with the default budget.
 fn quick() -> RetryPolicyBuilder {
     RetryPolicy::builder()
-        .backoff(Backoff::exponential(ms(1)).jitter(Jitter::None))
+        .backoff(Backoff::exponential(ms(1)).with_jitter(Jitter::None))
         .max_retries(2)
 }
 
@@ -466,7 +466,7 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
     let hook = events.hook();
     let client = client(
         RetryPolicy::builder()
-            .backoff(Backoff::exponential(ms(1)).jitter(Jitter::None))
+            .backoff(Backoff::exponential(ms(1)).with_jitter(Jitter::None))
             .on_retry(move |event| {
                 counter.fetch_add(1, Ordering::SeqCst);
                 hook(event);
@@ -703,7 +703,7 @@ async fn the_default_budget_bounds_a_herd_under_a_total_outage() {
 
 #[tokio::test]
 async fn without_a_budget_a_herd_makes_every_retry() {
-    let (hits, stops) = herd(herd_policy().no_budget()).await;
+    let (hits, stops) = herd(herd_policy().budget(None)).await;
     assert_eq!(hits, 400);
     assert!(stops.iter().all(|&s| s == StopReason::MaxRetries));
 }

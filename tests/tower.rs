@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
-use stagger::adapter::{AsError, Attempt, Replay, Sent};
+use stagger::adapter::{AsError, Attempt, Judge, Replay, Sent};
 use stagger::{
     Backoff, Jitter, RetryAfterMode, RetryBudget, RetryEvent, RetryInfo, RetryLayer, RetryPolicy,
     RetryPolicyBuilder, StopReason,
@@ -33,8 +33,8 @@ const fn ms(n: u64) -> Duration {
 /// from an `initial` of 100 ms).
 fn exact(initial: Duration) -> RetryPolicyBuilder {
     RetryPolicy::builder()
-        .backoff(Backoff::exponential(initial).jitter(Jitter::None))
-        .no_budget()
+        .backoff(Backoff::exponential(initial).with_jitter(Jitter::None))
+        .budget(None)
 }
 
 /// Builds the policy with a hook that records every retry it announces.
@@ -179,7 +179,7 @@ async fn seeded_full_jitter_repeats_its_delays_and_keeps_each_under_its_ceiling(
         let (policy, events) = recorded(
             RetryPolicy::builder()
                 .backoff(backoff)
-                .no_budget()
+                .budget(None)
                 .max_retries(6)
                 .seed(seed),
         );
@@ -224,7 +224,7 @@ async fn requests_of_one_seeded_policy_draw_different_delays() {
     let (policy, events) = recorded(
         RetryPolicy::builder()
             .backoff(Backoff::exponential(ms(100)))
-            .no_budget()
+            .budget(None)
             .max_retries(4)
             .seed(7),
     );
@@ -444,12 +444,12 @@ async fn strict_retry_after_waits_the_larger_of_the_floor_and_the_backoff_delay(
     // (backoff, Retry-After in seconds, expected wait)
     let cases = [
         (
-            Backoff::exponential(ms(100)).jitter(Jitter::None),
+            Backoff::exponential(ms(100)).with_jitter(Jitter::None),
             1,
             ms(1000),
         ),
         (
-            Backoff::exponential(ms(3000)).jitter(Jitter::None),
+            Backoff::exponential(ms(3000)).with_jitter(Jitter::None),
             1,
             ms(3000),
         ),
@@ -461,7 +461,7 @@ async fn strict_retry_after_waits_the_larger_of_the_floor_and_the_backoff_delay(
         let (policy, events) = recorded(
             RetryPolicy::builder()
                 .backoff(backoff)
-                .no_budget()
+                .budget(None)
                 .seed(1)
                 .retry_after(RetryAfterMode::Strict),
         );
@@ -491,7 +491,7 @@ async fn spread_retry_after_waits_the_floor_plus_at_most_the_larger_of_backoff_a
         let (policy, events) = recorded(
             RetryPolicy::builder()
                 .backoff(Backoff::exponential(initial))
-                .no_budget()
+                .budget(None)
                 .seed(3),
         );
         let mut waits = Vec::new();
@@ -1129,7 +1129,7 @@ async fn without_a_budget_the_default_policy_gives_up_on_a_hung_service_at_30_s_
     let hits = Hits::default();
     let start = Instant::now();
 
-    let policy = RetryPolicy::builder().no_budget().build().unwrap();
+    let policy = RetryPolicy::builder().budget(None).build().unwrap();
     let error = send(policy, hung(&hits), get()).await.unwrap_err();
 
     // Attempts cut at 10 s each (`attempt_timeout`), retried after a jittered 100 and 200 ms ceiling;
@@ -1337,7 +1337,7 @@ struct BrokenReplay {
     copies: Arc<AtomicUsize>,
 }
 
-impl Replay<Req, Res, Infallible> for BrokenReplay {
+impl Replay<Req> for BrokenReplay {
     type Kept = ();
 
     fn clone_request(&self, request: &Req) -> Option<Req> {
@@ -1350,7 +1350,13 @@ impl Replay<Req, Res, Infallible> for BrokenReplay {
 
     fn keep(&self, _: &Req) {}
 
-    fn attempt(
+    fn view<'a>(&self, _: Sent<'a, Req, ()>) -> Option<stagger::classify::RequestView<'a>> {
+        None
+    }
+}
+
+impl Judge<Req, Res, Infallible> for BrokenReplay {
+    fn judge(
         &self,
         _: &RetryPolicy,
         _: Sent<'_, Req, ()>,
@@ -1360,14 +1366,10 @@ impl Replay<Req, Res, Infallible> for BrokenReplay {
             Ok(response) => response.status(),
             Err(never) => match *never {},
         };
-        Attempt::new(stagger::classify::classify_status(status)).replayable(true)
+        Attempt::new(stagger::classify::DefaultClassifier::status(status)).replayable(true)
     }
 
-    fn view<'a>(&self, _: Sent<'a, Req, ()>) -> Option<stagger::classify::RequestView<'a>> {
-        None
-    }
-
-    fn record(&self, response: &mut Res, info: RetryInfo) {
+    fn report(response: &mut Res, info: RetryInfo) {
         response.extensions_mut().insert(info);
     }
 }
@@ -1401,7 +1403,7 @@ async fn a_replay_that_refuses_a_copy_ends_the_call_with_what_it_has_and_never_p
 
     // Without a deadline nothing was kept: an error that says so.
     let hits = Hits::default();
-    let error = send_broken(exact(ms(10)).no_max_elapsed().build().unwrap(), 1, &hits)
+    let error = send_broken(exact(ms(10)).max_elapsed(None).build().unwrap(), 1, &hits)
         .await
         .unwrap_err();
     assert_eq!(hits.count(), 1);
@@ -1981,7 +1983,7 @@ async fn zero_delay_retries_spend_the_cooperative_budget_and_then_yield() {
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))
         .max_retries(1000)
-        .no_budget()
+        .budget(None)
         .build()
         .unwrap();
 
@@ -2023,7 +2025,7 @@ fn a_zero_delay_retry_does_not_go_through_the_timer() {
     let policy = RetryPolicy::builder()
         .backoff(Backoff::fixed(Duration::ZERO))
         .max_retries(3)
-        .no_budget()
+        .budget(None)
         .build()
         .unwrap();
 
@@ -2180,7 +2182,7 @@ async fn a_deadline_that_leaves_no_room_after_a_timed_out_attempt_is_the_error_s
         .backoff(Backoff::fixed(ms(10)))
         .max_elapsed(Duration::from_secs(1))
         .attempt_timeout(ms(200))
-        .no_budget()
+        .budget(None)
         .build()
         .unwrap();
     let error = send(policy, hung(&hits), get()).await.unwrap_err();

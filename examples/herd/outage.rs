@@ -124,14 +124,14 @@ impl Row {
         let builder = RetryPolicy::builder()
             .backoff(self.backoff)
             .max_retries(u32::MAX)
-            .no_max_elapsed()
-            .no_attempt_timeout()
+            .max_elapsed(None)
+            .attempt_timeout(None)
             .retry_after(self.retry_after)
             .seed(seed);
         let builder = if self.budget {
             builder
         } else {
-            builder.no_budget()
+            builder.budget(None)
         };
         builder.build().expect("a valid policy")
     }
@@ -139,7 +139,8 @@ impl Row {
 
 impl Scenario {
     pub(crate) fn rows(&self, with_no_delay: bool) -> Vec<Row> {
-        let exponential = Backoff::exponential(Duration::from_millis(10)).max_delay(self.max_delay);
+        let exponential =
+            Backoff::exponential(Duration::from_millis(10)).with_max_delay(self.max_delay);
         let row = |name, backoff, budget| Row {
             name,
             backoff,
@@ -153,19 +154,23 @@ impl Scenario {
         rows.extend([
             row(
                 "exponential, no jitter",
-                exponential.jitter(Jitter::None),
+                exponential.with_jitter(Jitter::None),
                 false,
             ),
-            row("full jitter", exponential.jitter(Jitter::Full), false),
-            row("equal jitter", exponential.jitter(Jitter::Equal), false),
+            row("full jitter", exponential.with_jitter(Jitter::Full), false),
+            row(
+                "equal jitter",
+                exponential.with_jitter(Jitter::Equal),
+                false,
+            ),
             row(
                 "decorrelated jitter",
-                exponential.jitter(Jitter::Decorrelated),
+                exponential.with_jitter(Jitter::Decorrelated),
                 false,
             ),
             row(
                 "full jitter + budget",
-                exponential.jitter(Jitter::Full),
+                exponential.with_jitter(Jitter::Full),
                 true,
             ),
         ]);
@@ -173,7 +178,8 @@ impl Scenario {
     }
 
     pub(crate) fn retry_after_rows(&self) -> Vec<Row> {
-        let backoff = Backoff::exponential(Duration::from_millis(10)).max_delay(self.max_delay);
+        let backoff =
+            Backoff::exponential(Duration::from_millis(10)).with_max_delay(self.max_delay);
         vec![
             Row {
                 name: "Retry-After strict",

@@ -127,7 +127,9 @@ fn rows() -> Vec<Row> {
         Row {
             name: "stagger, base 3",
             kind: Kind::Stagger(|builder| {
-                builder.backoff(Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).base(3.0))
+                builder.backoff(
+                    Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).with_base(3.0),
+                )
             }),
         },
     ]

@@ -4,34 +4,43 @@
 use std::error::Error;
 use std::io;
 
-use super::{Outcome, Reason};
+use super::{DefaultClassifier, Outcome, Reason};
 
-/// The default classification of an error without a response; see
-/// [`DefaultClassifier`](super::DefaultClassifier).
-///
-/// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
-/// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
-/// start.
-///
-/// ```
-/// use std::io;
-/// use stagger::classify::classify_error;
-/// use stagger::{Outcome, Reason};
-///
-/// let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
-/// assert_eq!(classify_error(&refused), Outcome::RetrySafe(Reason::Connect));
-/// let reset = io::Error::from(io::ErrorKind::ConnectionReset);
-/// assert_eq!(classify_error(&reset), Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
-/// // Unrecognised: not retried.
-/// assert_eq!(classify_error(&io::Error::other("quota exceeded")), Outcome::Fatal);
-/// ```
-pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
-    for e in chain(error) {
-        if let Some(outcome) = recognise(e) {
-            return outcome;
+impl DefaultClassifier {
+    /// The default classification of an error without a response: what [`DefaultClassifier`] makes of
+    /// an attempt that failed before any response.
+    ///
+    /// The chain is walked from the outermost error inwards, and the first error that is recognised decides.
+    /// An error nothing in the chain explains is fatal: retrying what we do not understand is how retry storms
+    /// start.
+    ///
+    /// ```
+    /// use std::io;
+    /// use stagger::classify::DefaultClassifier;
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+    /// assert_eq!(DefaultClassifier::error(&refused), Outcome::RetrySafe(Reason::Connect));
+    /// let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+    /// assert_eq!(DefaultClassifier::error(&reset), Outcome::RetryIfIdempotent(Reason::ConnectionClosed));
+    /// // Unrecognised: not retried.
+    /// assert_eq!(DefaultClassifier::error(&io::Error::other("quota exceeded")), Outcome::Fatal);
+    /// ```
+    pub fn error(error: &(dyn Error + 'static)) -> Outcome {
+        for e in chain(error) {
+            if let Some(outcome) = recognise(e) {
+                return outcome;
+            }
         }
+        Outcome::Fatal
     }
-    Outcome::Fatal
+}
+
+/// The default classification of an error without a response.
+#[deprecated(since = "0.2.0", note = "renamed `DefaultClassifier::error`")]
+#[doc(hidden)]
+pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
+    DefaultClassifier::error(error)
 }
 
 fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
@@ -52,21 +61,17 @@ fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
 
 /// Whether `e` is a TLS library's refusal of a certificate, as found under a connect error.
 ///
-/// This is the one place the classifier reads an error's text. Neither rustls nor native-tls is a
-/// dependency of this crate, and a downcast needs the concrete type: `io::Error::get_ref()` only gives
-/// another `&dyn Error`, and `dyn Error` carries a `TypeId` but no type name. An optional `rustls`
-/// dependency would make the verdict depend on a feature again, and on the user's rustls being the same
-/// major version, and still leave native-tls (OpenSSL, Security.framework, SChannel) to its words. So one
-/// word is read, "certificate", and only from the TLS library's own error:
+/// rustls's errors arrive inside an `io::Error` of kind `InvalidData` (tokio-rustls), which reqwest 0.13
+/// wraps in another of kind `Other`; `io::Error::source()` skips the error it wraps, so the layers are
+/// opened with `get_ref()`. With the feature `rustls` (implied by `reqwest`, whose default TLS it is), a
+/// `rustls::Error` found there is judged by its type: a certificate it refused (`InvalidCertificate`),
+/// none presented, or a peer's alert about a certificate (a server refusing ours). Any other TLS error
+/// of rustls is not a certificate's.
 ///
-/// - rustls's errors arrive inside an `io::Error` of kind `InvalidData` (tokio-rustls), which reqwest 0.13
-///   wraps in another of kind `Other`; `io::Error::source()` skips the error it wraps, so the layers are
-///   opened with `get_ref()`. A certificate rustls refuses reads "invalid peer certificate: UnknownIssuer"
-///   (the one tests/classify.rs sees; in rustls 0.23's source every `InvalidCertificate` begins so, and
-///   "peer sent no certificates" and "received fatal alert: BadCertificate", a server refusing ours, have
-///   the word too);
-/// - native-tls's errors arrive as themselves, and OpenSSL's reads "certificate verify failed" (not
-///   tested here: native-tls is not a dev-dependency).
+/// Another TLS library's error (native-tls: OpenSSL, Security.framework, SChannel; or a rustls of
+/// another major version) is a type this crate cannot name, and `dyn Error` carries a `TypeId` but no
+/// type name: there one word is read, "certificate", and only from the TLS library's own error
+/// (OpenSSL's reads "certificate verify failed"; not tested here, native-tls is not a dev-dependency).
 ///
 /// An `io::Error` of a kind this classifier recognises, at any layer (a refusal, a reset, an EOF such as
 /// tokio-rustls's "tls handshake eof" when a restarting server cuts the handshake short), is the
@@ -87,10 +92,38 @@ fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
             None => return false,
         }
     }
+    #[cfg(feature = "rustls")]
+    if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+        return is_rustls_certificate_failure(tls);
+    }
     error
         .to_string()
         .to_ascii_lowercase()
         .contains("certificate")
+}
+
+/// Whether rustls refused a certificate: the server's (invalid, or none), or, by its alert, the server
+/// refused ours.
+#[cfg(feature = "rustls")]
+fn is_rustls_certificate_failure(error: &rustls::Error) -> bool {
+    use rustls::AlertDescription as Alert;
+    match error {
+        rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => true,
+        rustls::Error::AlertReceived(alert) => matches!(
+            alert,
+            Alert::BadCertificate
+                | Alert::UnsupportedCertificate
+                | Alert::CertificateRevoked
+                | Alert::CertificateExpired
+                | Alert::CertificateUnknown
+                | Alert::UnknownCA
+                | Alert::CertificateRequired
+                | Alert::BadCertificateStatusResponse
+                | Alert::BadCertificateHashValue
+                | Alert::CertificateUnobtainable
+        ),
+        _ => false,
+    }
 }
 
 /// Whether `e` is one of the HTTP client errors [`recognise`] knows by type.
@@ -247,40 +280,43 @@ mod tests {
         }
         let wrapped = |kind| Wrapper(io::Error::new(kind, "boom"));
         assert_eq!(
-            classify_error(&wrapped(io::ErrorKind::ConnectionRefused)),
+            DefaultClassifier::error(&wrapped(io::ErrorKind::ConnectionRefused)),
             Outcome::RetrySafe(Reason::Connect)
         );
         assert_eq!(
-            classify_error(&wrapped(io::ErrorKind::ConnectionReset)),
+            DefaultClassifier::error(&wrapped(io::ErrorKind::ConnectionReset)),
             Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
         );
         assert_eq!(
-            classify_error(&wrapped(io::ErrorKind::TimedOut)),
+            DefaultClassifier::error(&wrapped(io::ErrorKind::TimedOut)),
             Outcome::RetryIfIdempotent(Reason::Timeout)
         );
         assert_eq!(
-            classify_error(&wrapped(io::ErrorKind::PermissionDenied)),
+            DefaultClassifier::error(&wrapped(io::ErrorKind::PermissionDenied)),
             Outcome::Fatal
         );
         // An `io::Error` wrapped in another, whose `source()` skips it.
         let nested = io::Error::other(io::Error::from(io::ErrorKind::ConnectionRefused));
-        assert_eq!(classify_error(&nested), Outcome::RetrySafe(Reason::Connect));
+        assert_eq!(
+            DefaultClassifier::error(&nested),
+            Outcome::RetrySafe(Reason::Connect)
+        );
         let nested = io::Error::other(io::Error::other(io::Error::from(
             io::ErrorKind::ConnectionReset,
         )));
         assert_eq!(
-            classify_error(&Wrapper(nested)),
+            DefaultClassifier::error(&Wrapper(nested)),
             Outcome::RetryIfIdempotent(Reason::ConnectionClosed)
         );
         let nested = io::Error::other(io::Error::from(io::ErrorKind::PermissionDenied));
-        assert_eq!(classify_error(&nested), Outcome::Fatal);
+        assert_eq!(DefaultClassifier::error(&nested), Outcome::Fatal);
         // The kind is the transport's verdict, whatever the words: a refusal is not a certificate failure.
         let refused = Wrapper(io::Error::new(
             io::ErrorKind::ConnectionRefused,
             "invalid peer certificate: UnknownIssuer",
         ));
         assert_eq!(
-            classify_error(&refused),
+            DefaultClassifier::error(&refused),
             Outcome::RetrySafe(Reason::Connect)
         );
     }
@@ -320,7 +356,7 @@ mod tests {
     fn timeouts_from_tower_are_retryable_if_idempotent() {
         let boxed: Box<dyn Error + Send + Sync> = Box::new(tower::timeout::error::Elapsed::new());
         assert_eq!(
-            classify_error(boxed.as_error()),
+            DefaultClassifier::error(boxed.as_error()),
             Outcome::RetryIfIdempotent(Reason::Timeout)
         );
     }
@@ -330,10 +366,35 @@ mod tests {
     fn refused_streams_are_safe_to_retry_and_other_resets_are_not() {
         let refused = h2::Error::from(h2::Reason::REFUSED_STREAM);
         assert_eq!(
-            classify_error(&refused),
+            DefaultClassifier::error(&refused),
             Outcome::RetrySafe(Reason::RefusedStream)
         );
         let internal = h2::Error::from(h2::Reason::INTERNAL_ERROR);
-        assert_eq!(classify_error(&internal), Outcome::Fatal);
+        assert_eq!(DefaultClassifier::error(&internal), Outcome::Fatal);
+    }
+
+    /// rustls's errors, as tokio-rustls and reqwest wrap them, are judged by their type: a certificate
+    /// refused is a certificate failure whatever its text, and another TLS error is none even if its
+    /// text says "certificate".
+    #[cfg(feature = "rustls")]
+    #[test]
+    fn rustls_errors_are_told_by_type() {
+        let wrapped =
+            |tls: rustls::Error| io::Error::other(io::Error::new(io::ErrorKind::InvalidData, tls));
+        let unknown_issuer =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert!(is_certificate_failure(&wrapped(unknown_issuer)));
+        assert!(is_certificate_failure(&wrapped(
+            rustls::Error::NoCertificatesPresented
+        )));
+        let expired = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateExpired);
+        assert!(is_certificate_failure(&wrapped(expired)));
+        assert!(!is_certificate_failure(&wrapped(
+            rustls::Error::DecryptError
+        )));
+        let worded = rustls::Error::General("no certificate store configured".into());
+        assert!(!is_certificate_failure(&wrapped(worded)));
+        let closing = rustls::Error::AlertReceived(rustls::AlertDescription::CloseNotify);
+        assert!(!is_certificate_failure(&wrapped(closing)));
     }
 }

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
+use crate::attempt::{Attempt, Decision, StopReason};
 use crate::classify::RequestView;
 use crate::drive::timer::{Timer, after, poll_zero_delay};
 use crate::engine::state::{Limit, RetryState};
@@ -58,11 +58,12 @@ enum Pause {
 enum DeadlineTimer {
     /// Not yet: it is set when the service first is not ready.
     Unset,
-    /// Set.
+    /// Set (only the tower layer waits for its inner service's readiness).
+    #[cfg(feature = "tower")]
     Set,
 }
 
-/// Where [`Call::conclude`] finds the request of the attempt just judged (for the events it logs) and
+/// Where [`Call::decide`] finds the request of the attempt just judged (for the events it logs) and
 /// the request for the retry.
 pub(crate) trait Source<N> {
     /// The attempt's request as an HTTP request, if it is one.
@@ -101,6 +102,10 @@ pub(crate) struct Call<Res> {
 }
 
 impl<Res> Call<Res> {
+    /// A call whose state is `retry`. A response it ends with does not carry the call's
+    /// [`RetryInfo`] yet: the adapter reports it ([`Judge::report`]) as the call returns.
+    ///
+    /// [`Judge::report`]: crate::adapter::Judge::report
     pub(crate) fn new(retry: RetryState) -> Self {
         Self {
             retry,
@@ -145,12 +150,11 @@ impl<Res> Call<Res> {
     pub(crate) fn poll_resume<E>(
         &mut self,
         view: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo) + Copy,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), Final<Res, E>>> {
         loop {
             ready!(self.poll_pause(cx));
-            match self.recheck_pause(view, record) {
+            match self.recheck_pause(view) {
                 Ok(true) => continue,
                 Ok(false) => return Poll::Ready(Ok(())),
                 Err(result) => return Poll::Ready(Err(result)),
@@ -162,11 +166,7 @@ impl<Res> Call<Res> {
     /// `Err(final)` (see [`poll_resume`](Self::poll_resume)).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    fn recheck_pause<E>(
-        &mut self,
-        view: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
-    ) -> Result<bool, Final<Res, E>> {
+    fn recheck_pause<E>(&mut self, view: Option<&RequestView<'_>>) -> Result<bool, Final<Res, E>> {
         match self.retry.recheck_pause(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
@@ -174,10 +174,7 @@ impl<Res> Call<Res> {
                 Ok(true)
             }
             Err(rejected) => Err(match self.last.take() {
-                Some(mut response) => {
-                    record(&mut response, self.retry.info());
-                    Ok(*response)
-                }
+                Some(response) => Ok(*response),
                 None => Err(Error::from_rejected(rejected)),
             }),
         }
@@ -238,7 +235,7 @@ impl<Res> Call<Res> {
 
     /// The step after an attempt of a request whose copy is held: `Continue(request)`, the next attempt's
     /// request from `source`, after the pause that [`poll_pause`](Self::poll_pause) waits out, or
-    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it by `record`. The `source`
+    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it. The `source`
     /// gives the attempt's request, for the events logged, and the next one, told whether a retry may
     /// follow it.
     ///
@@ -251,33 +248,32 @@ impl<Res> Call<Res> {
     ///
     /// [`Replay`]: crate::adapter::Replay
     #[inline]
-    pub(crate) fn conclude<E, N>(
+    pub(crate) fn decide<E, N>(
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
         source: &mut impl Source<N>,
-        record: impl FnOnce(&mut Res, RetryInfo),
     ) -> ControlFlow<Final<Res, E>, N> {
         let result = match answered {
             Attempted::Answered(result) => Some(result),
             Attempted::TimedOut => None,
             Attempted::Deadline => {
                 self.retry.cut_by_deadline(source.view().as_ref());
-                return ControlFlow::Break(self.at_deadline(record));
+                return ControlFlow::Break(self.at_deadline());
             }
         };
         let replayable = source.replayable();
         let decision = self
             .retry
-            .decide_for(attempt.replayable(replayable), source.view().as_ref());
+            .decide(attempt.replayable(replayable), source.view().as_ref());
         let delay = match decision {
             Decision::Retry(delay) => delay,
-            Decision::Stop(_) => return ControlFlow::Break(self.end(result, record)),
+            Decision::Stop(_) => return ControlFlow::Break(self.end(result)),
         };
         let Some(next) = source.next(self.retry.may_retry()) else {
             self.retry
                 .abandon(StopReason::NotReplayable, source.view().as_ref());
-            return ControlFlow::Break(self.end(result, record));
+            return ControlFlow::Break(self.end(result));
         };
         if let Some(Ok(response)) = result
             && self.retry.policy().max_elapsed().is_some()
@@ -291,23 +287,22 @@ impl<Res> Call<Res> {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The step after the last attempt a request can have (it was sent without a copy): always the end.
     #[inline]
-    pub(crate) fn conclude_last<E>(
+    pub(crate) fn decide_last<E>(
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
         request: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Final<Res, E> {
         let result = match answered {
             Attempted::Answered(result) => Some(result),
             Attempted::TimedOut => None,
             Attempted::Deadline => {
                 self.retry.cut_by_deadline(request);
-                return self.at_deadline(record);
+                return self.at_deadline();
             }
         };
         self.retry.finish(attempt, request);
-        self.end(result, record)
+        self.end(result)
     }
 
     /// Starts a pause of `wait`, which [`poll_pause`](Self::poll_pause) waits out: a zero one on the
@@ -354,12 +349,11 @@ impl<Res> Call<Res> {
     pub(crate) fn begin_retry<E>(
         &mut self,
         request: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Result<(), Final<Res, E>> {
         self.phase = Phase::Idle;
-        match self.retry.begin_retry_for(request) {
+        match self.retry.begin_retry(request) {
             Ok(()) => Ok(()),
-            Err(_) => Err(self.at_deadline(record)),
+            Err(_) => Err(self.at_deadline()),
         }
     }
 
@@ -368,10 +362,9 @@ impl<Res> Call<Res> {
     pub(crate) fn deadline_before_sending<E>(
         &mut self,
         request: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
     ) -> Final<Res, E> {
         self.retry.abandon(StopReason::Deadline, request);
-        self.at_deadline(record)
+        self.at_deadline()
     }
 
     #[cfg(feature = "tower")]
@@ -379,18 +372,11 @@ impl<Res> Call<Res> {
     /// contract): the call ends with the last response received, or an error that says so.
     ///
     /// [`Replay`]: crate::adapter::Replay
-    pub(crate) fn unsent<E>(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
-    ) -> Final<Res, E> {
+    pub(crate) fn unsent<E>(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
         match self.last.take() {
-            Some(mut response) => {
-                record(&mut response, info);
-                Ok(*response)
-            }
+            Some(response) => Ok(*response),
             None => Err(Error::unsent(info)),
         }
     }
@@ -408,13 +394,10 @@ impl<Res> Call<Res> {
     }
 
     /// The call's result after the deadline: the last response received, or an error that says so.
-    fn at_deadline<E>(&mut self, record: impl FnOnce(&mut Res, RetryInfo)) -> Final<Res, E> {
+    fn at_deadline<E>(&mut self) -> Final<Res, E> {
         let info = self.retry.info();
         match self.last.take() {
-            Some(mut response) => {
-                record(&mut response, info);
-                Ok(*response)
-            }
+            Some(response) => Ok(*response),
             None => {
                 let max_elapsed = self.retry.policy().max_elapsed().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
@@ -425,18 +408,11 @@ impl<Res> Call<Res> {
     /// The call's result when the retries stop on an attempt: its own result, or, for an attempt that
     /// timed out, an error that says so.
     #[inline]
-    fn end<E>(
-        &mut self,
-        result: Option<Result<Res, E>>,
-        record: impl FnOnce(&mut Res, RetryInfo),
-    ) -> Final<Res, E> {
+    fn end<E>(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
         self.last = None;
         let info = self.retry.info();
         match result {
-            Some(Ok(mut response)) => {
-                record(&mut response, info);
-                Ok(response)
-            }
+            Some(Ok(response)) => Ok(response),
             Some(Err(error)) => Err(Error::from_inner(error, info)),
             // A timed-out attempt whose retry the deadline left no room for: the deadline is what
             // ended the call, and the error says so, as its `RetryInfo` does.

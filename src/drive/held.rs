@@ -2,7 +2,6 @@
 //! each attempt: judge it, then retry with a copy of what is held, or end the call.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,7 +12,7 @@ use crate::drive::call::{Attempted, Call, Final, Source};
 use crate::drive::hedge::Racers;
 use crate::engine::policy::RetryPolicy;
 use crate::engine::state::RetryState;
-use crate::replay::{Recorded, Replay, Sent};
+use crate::replay::{Judge, Recorded, Replay, Sent};
 
 /// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
 /// (retried if it is idempotent).
@@ -25,10 +24,10 @@ pub(crate) fn judge_attempt<Req, Res, E, R>(
     answered: &Attempted<Result<Res, E>>,
 ) -> Attempt
 where
-    R: Replay<Req, Res, E>,
+    R: Judge<Req, Res, E>,
 {
     match answered {
-        Attempted::Answered(result) => replay.attempt(policy, sent, result),
+        Attempted::Answered(result) => replay.judge(policy, sent, result),
         Attempted::TimedOut | Attempted::Deadline => {
             Attempt::timed_out(replay.view(sent).is_none_or(|view| view.is_idempotent()))
         }
@@ -59,9 +58,9 @@ impl<Req, K> Held<Req, K> {
     /// Keeps a copy of `request` when a retry may follow it — or, for a body that cannot be copied and
     /// a policy with a `replay_buffer`, starts recording it — and only what judging needs otherwise: no
     /// copy is made for a request that can never be retried.
-    pub(crate) fn prepare<Res, E, R>(retry: &RetryState, replay: &R, request: &mut Req) -> Self
+    pub(crate) fn prepare<R>(retry: &RetryState, replay: &R, request: &mut Req) -> Self
     where
-        R: Replay<Req, Res, E, Kept = K>,
+        R: Replay<Req, Kept = K>,
     {
         if retry.may_retry() {
             if let Some(copy) = replay.clone_request(request) {
@@ -99,9 +98,9 @@ impl<Req, K> Held<Req, K> {
     /// The request for a retry: a copy of the held one while `again` (another retry may follow it), and
     /// the held one itself otherwise. `None` if there is nothing to send — the held request cannot be
     /// copied, or none is held — in which case the call ends with the result in hand.
-    pub(crate) fn next<Res, E, R>(&mut self, again: bool, replay: &R) -> Option<Req>
+    pub(crate) fn next<R>(&mut self, again: bool, replay: &R) -> Option<Req>
     where
-        R: Replay<Req, Res, E, Kept = K>,
+        R: Replay<Req, Kept = K>,
     {
         let held = match self {
             Held::Copy(held) => held,
@@ -139,12 +138,12 @@ impl<Req, K> Held<Req, K> {
     }
 }
 
-/// The one step both adapters take after every attempt: judge it, and go on (after the pause that
+/// The decision both adapters take after every attempt: judge it, and go on (after the pause that
 /// [`Call::poll_pause`] waits out) with what `next` makes of the held request — the request for the
 /// retry, or a promise to make it after the pause — or end with the call's result, its [`RetryInfo`]
 /// recorded. `next` is told whether a retry may follow the attempt it is for.
 #[inline]
-pub(crate) fn step<Req, Res, E, R, N>(
+pub(crate) fn decide<Req, Res, E, R, N>(
     answered: Attempted<Result<Res, E>>,
     call: &mut Call<Res>,
     replay: &R,
@@ -152,33 +151,26 @@ pub(crate) fn step<Req, Res, E, R, N>(
     next: impl FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
 ) -> ControlFlow<Final<Res, E>, N>
 where
-    R: Replay<Req, Res, E>,
+    R: Judge<Req, Res, E>,
 {
     let attempt = judge_attempt(replay, call.retry().policy(), held.sent(), &answered);
-    let record = |response: &mut Res, info| replay.record(response, info);
     if matches!(held, Held::Kept(_)) {
         let view = replay.view(held.sent());
-        return ControlFlow::Break(call.conclude_last(attempt, answered, view.as_ref(), record));
+        return ControlFlow::Break(call.decide_last(attempt, answered, view.as_ref()));
     }
-    let mut source = HeldSource {
-        held,
-        replay,
-        next,
-        judged: PhantomData,
-    };
-    call.conclude(attempt, answered, &mut source, record)
+    let mut source = HeldSource { held, replay, next };
+    call.decide(attempt, answered, &mut source)
 }
 
-struct HeldSource<'h, Req, K, R, F, Res, E> {
+struct HeldSource<'h, Req, K, R, F> {
     held: &'h mut Held<Req, K>,
     replay: &'h R,
     next: F,
-    judged: PhantomData<fn(Res, E)>,
 }
 
-impl<Req, Res, E, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F, Res, E>
+impl<Req, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F>
 where
-    R: Replay<Req, Res, E>,
+    R: Replay<Req>,
     F: FnMut(&mut Held<Req, R::Kept>, bool) -> Option<N>,
 {
     fn view(&self) -> Option<RequestView<'_>> {
@@ -207,7 +199,7 @@ pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
 
 impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
 where
-    R: Replay<Req, Res, E>,
+    R: Judge<Req, Res, E>,
     F: Future<Output = Result<Res, E>> + ?Sized,
     Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
     S: FnMut(Req, &mut C) -> Option<Pin<Box<F>>>,
@@ -215,7 +207,7 @@ where
     fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
         let attempt = self
             .replay
-            .attempt(call.retry().policy(), self.held.sent(), output);
+            .judge(call.retry().policy(), self.held.sent(), output);
         if !attempt.outcome().is_retryable() {
             return false;
         }

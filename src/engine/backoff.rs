@@ -26,7 +26,7 @@ use crate::error::ConfigError;
 /// use std::time::Duration;
 /// use stagger::{Backoff, Jitter};
 ///
-/// let backoff = Backoff::exponential(Duration::from_millis(100)).jitter(Jitter::Equal);
+/// let backoff = Backoff::exponential(Duration::from_millis(100)).with_jitter(Jitter::Equal);
 /// // Equal jitter waits at least half the ceiling, and never more than the ceiling.
 /// for (n, delay) in (1..).zip(backoff.delays_seeded(1).take(8)) {
 ///     let ceiling = backoff.ceiling(n);
@@ -34,7 +34,7 @@ use crate::error::ConfigError;
 /// }
 ///
 /// // Decorrelated jitter grows from the previous delay instead, and stays under `max_delay` too.
-/// let backoff = backoff.jitter(Jitter::Decorrelated).max_delay(Duration::from_secs(1));
+/// let backoff = backoff.with_jitter(Jitter::Decorrelated).with_max_delay(Duration::from_secs(1));
 /// assert!(backoff.delays_seeded(1).take(50).all(|delay| delay <= Duration::from_secs(1)));
 /// ```
 #[non_exhaustive]
@@ -80,13 +80,13 @@ pub enum Jitter {
 /// use stagger::{Backoff, Jitter};
 ///
 /// let backoff = Backoff::exponential(Duration::from_millis(100))
-///     .max_delay(Duration::from_secs(5))
-///     .jitter(Jitter::None);
+///     .with_max_delay(Duration::from_secs(5))
+///     .with_jitter(Jitter::None);
 /// let delays: Vec<_> = backoff.delays().take(4).collect();
 /// assert_eq!(delays, [100, 200, 400, 800].map(Duration::from_millis));
 ///
 /// // Full jitter, reproducibly: every delay is at or below its ceiling.
-/// let backoff = backoff.jitter(Jitter::Full);
+/// let backoff = backoff.with_jitter(Jitter::Full);
 /// for (n, delay) in (1..).zip(backoff.delays_seeded(7).take(10)) {
 ///     assert!(delay <= backoff.ceiling(n));
 /// }
@@ -106,7 +106,7 @@ impl Backoff {
     /// # use std::time::Duration;
     /// # use stagger::Backoff;
     /// let backoff = Backoff::exponential(Duration::from_millis(100));
-    /// assert_eq!(backoff.get_max_delay(), Backoff::DEFAULT_MAX_DELAY);
+    /// assert_eq!(backoff.max_delay(), Backoff::DEFAULT_MAX_DELAY);
     /// assert_eq!(Backoff::DEFAULT_MAX_DELAY, Duration::from_secs(20));
     /// ```
     pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
@@ -119,9 +119,9 @@ impl Backoff {
     ///
     /// let backoff = Backoff::exponential(Duration::from_millis(100));
     /// assert_eq!(backoff.initial(), Duration::from_millis(100));
-    /// assert_eq!(backoff.get_base(), 2.0);
-    /// assert_eq!(backoff.get_max_delay(), Duration::from_secs(20));
-    /// assert_eq!(backoff.get_jitter(), Jitter::Full);
+    /// assert_eq!(backoff.base(), 2.0);
+    /// assert_eq!(backoff.max_delay(), Duration::from_secs(20));
+    /// assert_eq!(backoff.jitter(), Jitter::Full);
     /// // Ceilings of 100, 200, 400 ms…; full jitter draws each delay at or below its ceiling.
     /// assert_eq!(backoff.ceiling(3), Duration::from_millis(400));
     /// ```
@@ -144,7 +144,7 @@ impl Backoff {
     /// assert!(backoff.delays().take(5).all(|delay| delay == Duration::from_millis(250)));
     ///
     /// // With jitter, each delay is drawn up to 250 ms instead, so that clients spread out.
-    /// let spread = backoff.jitter(Jitter::Full);
+    /// let spread = backoff.with_jitter(Jitter::Full);
     /// assert!(spread.delays().take(5).all(|delay| delay <= Duration::from_millis(250)));
     /// ```
     pub const fn fixed(delay: Duration) -> Self {
@@ -164,11 +164,11 @@ impl Backoff {
     /// use std::time::Duration;
     /// use stagger::Backoff;
     ///
-    /// let backoff = Backoff::exponential(Duration::from_millis(100)).base(3.0);
+    /// let backoff = Backoff::exponential(Duration::from_millis(100)).with_base(3.0);
     /// let ceilings: Vec<_> = (1..=4).map(|n| backoff.ceiling(n)).collect();
     /// assert_eq!(ceilings, [100, 300, 900, 2700].map(Duration::from_millis));
     /// ```
-    pub const fn base(mut self, base: f64) -> Self {
+    pub const fn with_base(mut self, base: f64) -> Self {
         self.base = base;
         self
     }
@@ -182,12 +182,12 @@ impl Backoff {
     /// use stagger::{Backoff, Jitter};
     ///
     /// let backoff = Backoff::exponential(Duration::from_secs(1))
-    ///     .max_delay(Duration::from_secs(5))
-    ///     .jitter(Jitter::None);
+    ///     .with_max_delay(Duration::from_secs(5))
+    ///     .with_jitter(Jitter::None);
     /// let delays: Vec<_> = backoff.delays().take(5).collect();
     /// assert_eq!(delays, [1, 2, 4, 5, 5].map(Duration::from_secs));
     /// ```
-    pub const fn max_delay(mut self, max_delay: Duration) -> Self {
+    pub const fn with_max_delay(mut self, max_delay: Duration) -> Self {
         self.max_delay = max_delay;
         self
     }
@@ -200,10 +200,10 @@ impl Backoff {
     ///
     /// let backoff = Backoff::exponential(Duration::from_millis(100));
     /// // Without jitter every delay is its ceiling: predictable, and every client retries together.
-    /// let delays: Vec<_> = backoff.jitter(Jitter::None).delays().take(3).collect();
+    /// let delays: Vec<_> = backoff.with_jitter(Jitter::None).delays().take(3).collect();
     /// assert_eq!(delays, [100, 200, 400].map(Duration::from_millis));
     /// ```
-    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
     }
@@ -214,16 +214,40 @@ impl Backoff {
     }
 
     /// The multiplier between consecutive ceilings.
+    pub const fn base(&self) -> f64 {
+        self.base
+    }
+
+    /// The largest delay ever returned.
+    pub const fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// The jitter in use.
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// The multiplier between consecutive ceilings.
+    #[deprecated(since = "0.2.0", note = "renamed `base()`; the setter is `with_base`")]
     pub const fn get_base(&self) -> f64 {
         self.base
     }
 
     /// The largest delay ever returned.
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `max_delay()`; the setter is `with_max_delay`"
+    )]
     pub const fn get_max_delay(&self) -> Duration {
         self.max_delay
     }
 
     /// The jitter in use.
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `jitter()`; the setter is `with_jitter`"
+    )]
     pub const fn get_jitter(&self) -> Jitter {
         self.jitter
     }
@@ -238,7 +262,7 @@ impl Backoff {
     /// use std::time::Duration;
     /// use stagger::{Backoff, ConfigError, RetryPolicy};
     ///
-    /// let backoff = Backoff::exponential(Duration::from_secs(1)).max_delay(Duration::from_millis(500));
+    /// let backoff = Backoff::exponential(Duration::from_secs(1)).with_max_delay(Duration::from_millis(500));
     /// let refused = ConfigError::MaxDelayBelowInitial {
     ///     max_delay: Duration::from_millis(500),
     ///     initial: Duration::from_secs(1),
@@ -246,7 +270,7 @@ impl Backoff {
     /// assert_eq!(backoff.validate(), Err(refused.clone()));
     /// assert_eq!(RetryPolicy::builder().backoff(backoff).build().unwrap_err(), refused);
     ///
-    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).base(0.5);
+    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).with_base(0.5);
     /// assert_eq!(shrinking.validate(), Err(ConfigError::InvalidBase(0.5)));
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -270,7 +294,7 @@ impl Backoff {
     /// use std::time::Duration;
     /// use stagger::Backoff;
     ///
-    /// let backoff = Backoff::exponential(Duration::from_millis(100)).max_delay(Duration::from_secs(1));
+    /// let backoff = Backoff::exponential(Duration::from_millis(100)).with_max_delay(Duration::from_secs(1));
     /// assert_eq!(backoff.ceiling(1), Duration::from_millis(100));
     /// assert_eq!(backoff.ceiling(4), Duration::from_millis(800));
     /// assert_eq!(backoff.ceiling(5), Duration::from_secs(1)); // 1.6 s, capped
@@ -590,7 +614,7 @@ mod tests {
 
     #[test]
     fn ceilings_double_from_initial_and_stop_at_the_cap() {
-        let b = Backoff::exponential(100 * MS).max_delay(Duration::from_secs(1));
+        let b = Backoff::exponential(100 * MS).with_max_delay(Duration::from_secs(1));
         let got: Vec<_> = (1..=6).map(|n| b.ceiling(n)).collect();
         assert_eq!(got, [100, 200, 400, 800, 1000, 1000].map(|m| m * MS));
         assert_eq!(b.ceiling(0), 100 * MS);
@@ -598,19 +622,19 @@ mod tests {
 
     #[test]
     fn ceilings_follow_a_fractional_base() {
-        let b = Backoff::exponential(Duration::from_secs(1)).base(1.5);
+        let b = Backoff::exponential(Duration::from_secs(1)).with_base(1.5);
         let got: Vec<_> = (1..=4).map(|n| b.ceiling(n)).collect();
         assert_eq!(got, [1000, 1500, 2250, 3375].map(|m| m * MS));
     }
 
     #[test]
     fn ceiling_saturates_for_any_retry_count() {
-        let b = Backoff::exponential(Duration::MAX).max_delay(Duration::MAX);
+        let b = Backoff::exponential(Duration::MAX).with_max_delay(Duration::MAX);
         assert_eq!(b.ceiling(u32::MAX), Duration::MAX);
-        let b = Backoff::exponential(MS).base(f64::MAX);
+        let b = Backoff::exponential(MS).with_base(f64::MAX);
         assert_eq!(b.ceiling(u32::MAX), Backoff::DEFAULT_MAX_DELAY);
         assert_eq!(b.ceiling(3), Backoff::DEFAULT_MAX_DELAY);
-        let b = Backoff::exponential(MS).base(1.000_001);
+        let b = Backoff::exponential(MS).with_base(1.000_001);
         assert_eq!(b.ceiling(u32::MAX), Backoff::DEFAULT_MAX_DELAY);
         assert_eq!(b.ceiling(i32::MAX as u32 + 2), Backoff::DEFAULT_MAX_DELAY);
     }
@@ -618,7 +642,9 @@ mod tests {
     #[test]
     fn meaningless_settings_still_never_panic_and_respect_the_cap() {
         for base in [f64::NAN, f64::INFINITY, -3.0, 0.0, 0.5] {
-            let b = Backoff::exponential(10 * MS).base(base).max_delay(MS);
+            let b = Backoff::exponential(10 * MS)
+                .with_base(base)
+                .with_max_delay(MS);
             for n in [0, 1, 2, 3, 64, u32::MAX] {
                 assert!(b.ceiling(n) <= MS, "base {base}, n {n}");
             }
@@ -628,7 +654,12 @@ mod tests {
                 Jitter::Equal,
                 Jitter::Decorrelated,
             ] {
-                assert!(b.jitter(jitter).delays_seeded(1).take(50).all(|d| d <= MS));
+                assert!(
+                    b.with_jitter(jitter)
+                        .delays_seeded(1)
+                        .take(50)
+                        .all(|d| d <= MS)
+                );
             }
         }
     }
@@ -647,9 +678,9 @@ mod tests {
                     Duration::MAX,
                 ] {
                     let b = Backoff::exponential(initial)
-                        .base(base)
-                        .max_delay(max)
-                        .jitter(Jitter::None);
+                        .with_base(base)
+                        .with_max_delay(max)
+                        .with_jitter(Jitter::None);
                     for (n, delay) in (1..).zip(b.delays_seeded(0).take(200)) {
                         assert_eq!(
                             delay,

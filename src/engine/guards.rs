@@ -123,10 +123,12 @@ impl RetryState {
     /// with, unsent, when the pause outlasts `max_retry_after` or the time left, or adaptive throttling
     /// rejects the request.
     ///
-    /// With neither on, or with the cooldown on and no pause in force anywhere, this is at most one
-    /// atomic load: no clock read, no lock, and `view` is not asked for.
+    /// `view` gives the request's HTTP view (`None` for work that is not HTTP); with neither guard
+    /// on, or with the cooldown on and no pause in force anywhere, it is not asked for, and this is at
+    /// most one atomic load: no clock read, no lock. Call it once, before the first attempt; after a
+    /// wait, call [`recheck_pause`](Self::recheck_pause).
     #[inline]
-    pub(crate) fn before_first<'v>(
+    pub fn before_first<'v>(
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
@@ -185,9 +187,11 @@ impl RetryState {
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
     /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
     /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    ///
+    /// Call it after every wait: the one [`before_first`](Self::before_first) asked for, and the
+    /// delay of a retry, before [`begin_retry`](Self::begin_retry); wait again as long as it asks.
     #[inline]
-    pub(crate) fn recheck_pause(
+    pub fn recheck_pause(
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {

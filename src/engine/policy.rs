@@ -27,7 +27,7 @@ use crate::engine::guards::{Fleet, RetryBudget};
 ///     let policy = RetryPolicy::builder().backoff(backoff).retry_after(mode).build().unwrap();
 ///     let unavailable = Outcome::RetrySafe(Reason::Status(StatusCode::SERVICE_UNAVAILABLE));
 ///     let attempt = Attempt::new(unavailable).retry_after(Some(Duration::from_secs(2)));
-///     match policy.start().decide(attempt) {
+///     match policy.start().decide(attempt, None) {
 ///         Decision::Retry(delay) => delay,
 ///         Decision::Stop(reason) => panic!("stopped: {reason}"),
 ///     }
@@ -173,6 +173,9 @@ pub(crate) struct Settings {
     /// How long an attempt waits before a hedge races it, if hedging is on.
     pub(crate) hedge_after: Option<Duration>,
     pub(crate) classifier: Box<dyn ClassifyHttp>,
+    /// The classifier was set with `classifier`: an adapter that judges with a closure of its own
+    /// would ignore it.
+    pub(crate) custom_classifier: bool,
     pub(crate) on_retry: Option<Box<RetryHook>>,
 }
 
@@ -227,7 +230,7 @@ impl RetryPolicy {
     /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
     /// let longer = RetryPolicy::DEFAULT_MAX_RETRY_AFTER + Duration::from_secs(1);
     /// let attempt = Attempt::new(too_many).retry_after(Some(longer));
-    /// let decision = RetryPolicy::default().start().decide(attempt);
+    /// let decision = RetryPolicy::default().start().decide(attempt, None);
     /// assert_eq!(decision, Decision::Stop(StopReason::RetryAfterTooLong));
     /// ```
     pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -258,11 +261,11 @@ impl RetryPolicy {
     ///
     /// let throttle = RetryPolicy::DEFAULT_THROTTLE_BACKOFF;
     /// assert_eq!(throttle.initial(), Duration::from_millis(500));
-    /// assert_eq!(throttle.get_jitter(), Jitter::Equal);
+    /// assert_eq!(throttle.jitter(), Jitter::Equal);
     /// assert_eq!(RetryPolicy::default().throttle_backoff(), &throttle);
     /// ```
     pub const DEFAULT_THROTTLE_BACKOFF: Backoff =
-        Backoff::exponential(Duration::from_millis(500)).jitter(Jitter::Equal);
+        Backoff::exponential(Duration::from_millis(500)).with_jitter(Jitter::Equal);
 
     /// The default replay buffer: 64 KiB of a body that cannot be copied are kept for a retry (see
     /// [`RetryPolicyBuilder::replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)).

@@ -41,11 +41,11 @@ pub(crate) enum Limit {
 ///         Ok(_) => Outcome::Success,
 ///         Err(_) => Outcome::RetrySafe(Reason::Connect),
 ///     };
-///     match state.decide(Attempt::new(outcome)) {
+///     match state.decide(Attempt::new(outcome), None) {
 ///         Decision::Retry(delay) => tokio::time::sleep(delay).await,
 ///         Decision::Stop(_) => return result,
 ///     }
-///     if state.begin_retry().is_err() {
+///     if state.begin_retry(None).is_err() {
 ///         return result; // the deadline passed during the sleep
 ///     }
 /// }
@@ -90,10 +90,10 @@ impl RetryPolicy {
     /// let policy = RetryPolicy::default();
     /// let mut state = policy.start(); // one per request
     /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
-    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
-    /// state.begin_retry().unwrap();
+    /// assert!(matches!(state.decide(refused, None), Decision::Retry(_)));
+    /// state.begin_retry(None).unwrap();
     /// let answered = Attempt::new(Outcome::Success);
-    /// assert_eq!(state.decide(answered), Decision::Stop(StopReason::Success));
+    /// assert_eq!(state.decide(answered, None), Decision::Stop(StopReason::Success));
     /// assert_eq!(state.info().attempts(), 2);
     /// ```
     pub fn start(&self) -> RetryState {
@@ -181,7 +181,7 @@ impl RetryState {
     /// # use stagger::{Outcome, RetryPolicy};
     /// let mut state = RetryPolicy::default().start();
     /// assert_eq!(state.attempts(), 0);
-    /// let _ = state.decide(Attempt::new(Outcome::Success));
+    /// let _ = state.decide(Attempt::new(Outcome::Success), None);
     /// assert_eq!(state.attempts(), 1);
     /// ```
     pub fn attempts(&self) -> u32 {
@@ -199,8 +199,8 @@ impl RetryState {
     /// let mut state = RetryPolicy::builder().max_retries(1).build()?.start();
     /// assert!(state.may_retry()); // keep a copy of the request for a retry
     /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
-    /// assert!(matches!(state.decide(refused), Decision::Retry(_)));
-    /// state.begin_retry().unwrap();
+    /// assert!(matches!(state.decide(refused, None), Decision::Retry(_)));
+    /// state.begin_retry(None).unwrap();
     /// assert!(!state.may_retry()); // the retry is the last attempt: send it without a copy
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
@@ -217,7 +217,7 @@ impl RetryState {
     /// # use stagger::adapter::Attempt;
     /// # use stagger::{Outcome, RetryPolicy, StopReason};
     /// let mut state = RetryPolicy::default().start();
-    /// let _ = state.decide(Attempt::new(Outcome::Fatal));
+    /// let _ = state.decide(Attempt::new(Outcome::Fatal), None);
     /// let info = state.info();
     /// assert_eq!((info.attempts(), info.stop_reason()), (1, Some(StopReason::Fatal)));
     /// ```
@@ -231,7 +231,12 @@ impl RetryState {
         }
     }
 
-    /// Records one attempt and decides: retry after a delay, or stop.
+    /// Records one attempt of `request` and decides: retry after a delay, or stop.
+    ///
+    /// `request` is the attempt's HTTP view, if it has one (`None` for work that is not HTTP): its
+    /// host's cooldown, budget account and adaptive throttle take part in the decision, and its
+    /// method, host and path go into the `tracing` events and the metrics. An adapter that passes
+    /// `None` for an HTTP request gets none of the per-host guards.
     ///
     /// The checks run in this order, and the first that applies stops the retries: success, fatal,
     /// `max_retries`, the deadline already passed, not replayable, not idempotent, `Retry-After` over
@@ -255,24 +260,14 @@ impl RetryState {
     /// let mut state = policy.start();
     /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
     /// for _ in 0..2 {
-    ///     assert_eq!(state.decide(refused), Decision::Retry(Duration::from_millis(10)));
-    ///     state.begin_retry().unwrap();
+    ///     assert_eq!(state.decide(refused, None), Decision::Retry(Duration::from_millis(10)));
+    ///     state.begin_retry(None).unwrap();
     /// }
-    /// assert_eq!(state.decide(refused), Decision::Stop(StopReason::MaxRetries));
+    /// assert_eq!(state.decide(refused, None), Decision::Stop(StopReason::MaxRetries));
     /// assert_eq!(state.attempts(), 3);
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn decide(&mut self, attempt: Attempt) -> Decision {
-        self.decide_for(attempt, None)
-    }
-
-    /// [`decide`](Self::decide) for an attempt of `request`, whose method, host and path go into the
-    /// `tracing` events.
-    pub(crate) fn decide_for(
-        &mut self,
-        mut attempt: Attempt,
-        request: Option<&RequestView<'_>>,
-    ) -> Decision {
+    pub fn decide(&mut self, mut attempt: Attempt, request: Option<&RequestView<'_>>) -> Decision {
         // The retry decided last time was sent, since this is its outcome.
         self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
@@ -343,9 +338,10 @@ impl RetryState {
         reason
     }
 
-    /// Call right before sending a retry that [`decide`](Self::decide) allowed: checks the deadline
-    /// again, since the sleep or the inner service's readiness may have overrun it, and commits the
-    /// retry's budget withdrawal.
+    /// Call right before sending a retry of `request` that [`decide`](Self::decide) allowed (after
+    /// [`recheck_pause`](Self::recheck_pause), with the host cooldown): checks the deadline again,
+    /// since the sleep or the inner service's readiness may have overrun it, and commits the retry's
+    /// budget withdrawal.
     ///
     /// `Err(StopReason::Deadline)` means the retry must not be sent: the call ends, and the withdrawal is
     /// given back.
@@ -364,25 +360,17 @@ impl RetryState {
     /// let mut state = policy.start();
     /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
     ///
-    /// let Decision::Retry(delay) = state.decide(refused) else { unreachable!() };
+    /// let Decision::Retry(delay) = state.decide(refused, None) else { unreachable!() };
     /// tokio::time::sleep(delay).await;
-    /// assert_eq!(state.begin_retry(), Ok(())); // send the retry
+    /// assert_eq!(state.begin_retry(None), Ok(())); // send the retry
     ///
-    /// let Decision::Retry(_) = state.decide(refused) else { unreachable!() };
+    /// let Decision::Retry(_) = state.decide(refused, None) else { unreachable!() };
     /// tokio::time::sleep(Duration::from_secs(10)).await; // a sleep that overran the deadline
-    /// assert_eq!(state.begin_retry(), Err(StopReason::Deadline)); // do not send it
+    /// assert_eq!(state.begin_retry(None), Err(StopReason::Deadline)); // do not send it
     /// # Ok(())
     /// # }
     /// ```
-    pub fn begin_retry(&mut self) -> Result<(), StopReason> {
-        self.begin_retry_for(None)
-    }
-
-    /// [`begin_retry`](Self::begin_retry) for a retry of `request`, for the `tracing` events.
-    pub(crate) fn begin_retry_for(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<(), StopReason> {
+    pub fn begin_retry(&mut self, request: Option<&RequestView<'_>>) -> Result<(), StopReason> {
         if self.remaining() == Some(Duration::ZERO) {
             self.abandon(StopReason::Deadline, request);
             return Err(StopReason::Deadline);

@@ -32,7 +32,7 @@ pub(crate) const MAX_THROTTLE_WINDOW: Duration = Duration::from_secs(300);
 /// let error = RetryPolicy::builder().max_elapsed(Duration::ZERO).build().unwrap_err();
 /// assert_eq!(
 ///     error.to_string(),
-///     "max_elapsed must be greater than zero, got 0ns (use no_max_elapsed() for no deadline)"
+///     "max_elapsed must be greater than zero, got 0ns (use max_elapsed(None) for no deadline)"
 /// );
 /// ```
 #[non_exhaustive]
@@ -62,6 +62,9 @@ pub enum ConfigError {
     AdaptiveThrottleWindow(Duration),
     /// `hedge_after` is zero: every request would be sent twice.
     HedgeAfter(Duration),
+    /// [`RetryLayer::classify_with`](crate::RetryLayer::classify_with) was given a policy built with
+    /// [`classifier`](crate::RetryPolicyBuilder::classifier), which it would never ask.
+    ClassifierUnused,
 }
 
 impl fmt::Display for ConfigError {
@@ -83,7 +86,7 @@ impl fmt::Display for ConfigError {
                 if *ratio > MAX_RATIO {
                     f.write_str(
                         ", and over 1.0 retries would more than double the load on a failing server \
-                         (use no_budget() for no budget)",
+                         (use budget(None) for no budget)",
                     )?;
                 }
                 Ok(())
@@ -107,7 +110,7 @@ impl fmt::Display for ConfigError {
             }
             Self::MaxElapsed(max_elapsed) => write!(
                 f,
-                "max_elapsed must be greater than zero, got {max_elapsed:?} (use no_max_elapsed() for no deadline)"
+                "max_elapsed must be greater than zero, got {max_elapsed:?} (use max_elapsed(None) for no deadline)"
             ),
             Self::AdaptiveThrottle(k) => write!(
                 f,
@@ -118,13 +121,17 @@ impl fmt::Display for ConfigError {
                 f,
                 "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
             ),
+            Self::ClassifierUnused => f.write_str(
+                "the policy's classifier would never be asked: classify_with judges every result \
+                 with its closure (build the policy without classifier(), or use RetryLayer::new)",
+            ),
             Self::HedgeAfter(delay) => write!(
                 f,
                 "hedge_after must be greater than zero, got {delay:?}: every request would be sent twice"
             ),
             Self::AttemptTimeout(timeout) => write!(
                 f,
-                "attempt_timeout must be greater than zero, got {timeout:?} (use no_attempt_timeout() for none)"
+                "attempt_timeout must be greater than zero, got {timeout:?} (use attempt_timeout(None) for none)"
             ),
         }
     }

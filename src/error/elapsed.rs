@@ -36,7 +36,7 @@ use crate::classify::AsError;
 /// // The whole call may take 5 s, and the attempt has no limit of its own.
 /// let policy = RetryPolicy::builder()
 ///     .max_elapsed(Duration::from_secs(5))
-///     .no_attempt_timeout()
+///     .attempt_timeout(None)
 ///     .build()
 ///     .unwrap();
 /// let error = stagger::retry(&policy, hangs, |_| Outcome::Success).await.unwrap_err();

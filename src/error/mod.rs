@@ -203,7 +203,7 @@ impl<E> Error<E> {
     /// # async fn main() {
     /// let policy = RetryPolicy::builder()
     ///     .max_elapsed(Duration::from_secs(5))
-    ///     .no_attempt_timeout()
+    ///     .attempt_timeout(None)
     ///     .build()
     ///     .unwrap();
     /// let hangs = || std::future::pending::<std::io::Result<()>>();
@@ -229,7 +229,7 @@ impl<E> Error<E> {
     /// # async fn main() {
     /// let policy = RetryPolicy::builder()
     ///     .max_elapsed(Duration::from_secs(5))
-    ///     .no_attempt_timeout()
+    ///     .attempt_timeout(None)
     ///     .build()
     ///     .unwrap();
     /// let hangs = || std::future::pending::<std::io::Result<()>>();
@@ -252,7 +252,7 @@ impl<E> Error<E> {
     /// let policy = RetryPolicy::builder()
     ///     .attempt_timeout(Duration::from_secs(1))
     ///     .max_retries(1)
-    ///     .no_budget()
+    ///     .budget(None)
     ///     .build()
     ///     .unwrap();
     /// let hangs = || std::future::pending::<std::io::Result<()>>();

@@ -12,7 +12,7 @@ use crate::engine::policy::RetryPolicy;
 use crate::replay::body::{Recorder, Recording, Unread};
 use crate::replay::body::{ReplayBody, declared_length};
 use crate::replay::judge::{HttpResponse, judge, record};
-use crate::replay::{Recorded, Replay, Sent};
+use crate::replay::{Judge, Recorded, Replay, Sent};
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
@@ -24,7 +24,7 @@ use crate::replay::{Recorded, Replay, Sent};
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use stagger::adapter::{Decision, HttpReplay, Replay, Sent};
+/// use stagger::adapter::{Decision, HttpReplay, Judge, Sent};
 /// use stagger::{Outcome, Reason, RetryPolicy};
 ///
 /// let policy = RetryPolicy::default();
@@ -36,10 +36,10 @@ use crate::replay::{Recorded, Replay, Sent};
 ///     .unwrap();
 /// let result: Result<_, std::io::Error> = Ok(response);
 ///
-/// let attempt = HttpReplay.attempt(&policy, Sent::Copy(&request), &result);
+/// let attempt = HttpReplay.judge(&policy, Sent::Copy(&request), &result);
 /// let unavailable = StatusCode::SERVICE_UNAVAILABLE;
 /// assert_eq!(attempt.outcome(), Outcome::RetrySafe(Reason::Status(unavailable)));
-/// match policy.start().decide(attempt) {
+/// match policy.start().decide(attempt, None) {
 ///     Decision::Retry(delay) => assert!(delay >= Duration::from_secs(2)), // Retry-After is a floor
 ///     Decision::Stop(reason) => panic!("stopped: {reason}"),
 /// }
@@ -47,16 +47,49 @@ use crate::replay::{Recorded, Replay, Sent};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpReplay;
 
+/// Every `http` request it copies, answered with any HTTP response: judged with the policy's
+/// classifier, the request's idempotency and the response's `Retry-After`.
+impl<B, Res, E> Judge<http::Request<B>, Res, E> for HttpReplay
+where
+    HttpReplay: Replay<http::Request<B>, Kept = (Method, Uri, HeaderMap)>,
+    Res: HttpResponse,
+    E: AsError,
+{
+    fn judge(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
+        result: &Result<Res, E>,
+    ) -> Attempt {
+        judge(policy, &http_view(request), result)
+    }
+
+    fn report(response: &mut Res, info: RetryInfo) {
+        record(response, info);
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl<E: AsError> Judge<reqwest::Request, reqwest::Response, E> for HttpReplay {
+    fn judge(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
+        result: &Result<reqwest::Response, E>,
+    ) -> Attempt {
+        judge(policy, &reqwest_view(request), result)
+    }
+
+    fn report(response: &mut reqwest::Response, info: RetryInfo) {
+        record(response, info);
+    }
+}
+
 // A body that is not `Clone` is the usual reason this impl does not apply: without the attribute, the
 // compiler would say only "`Body: Clone` is not satisfied", not what `Replay`'s notes say (wrap it in
 // `ReplayBody`).
 #[diagnostic::do_not_recommend]
-impl<B, Res, E> Replay<http::Request<B>, Res, E> for HttpReplay
-where
-    B: Clone,
-    Res: HttpResponse,
-    E: AsError,
-{
+impl<B: Clone> Replay<http::Request<B>> for HttpReplay {
     type Kept = (Method, Uri, HeaderMap);
 
     fn clone_request(&self, request: &http::Request<B>) -> Option<http::Request<B>> {
@@ -67,35 +100,17 @@ where
         keep_head(request)
     }
 
-    fn attempt(
-        &self,
-        policy: &RetryPolicy,
-        request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
-        result: &Result<Res, E>,
-    ) -> Attempt {
-        judge(policy, &http_view(request), result)
-    }
-
     fn view<'a>(
         &self,
         request: Sent<'a, http::Request<B>, (Method, Uri, HeaderMap)>,
     ) -> Option<RequestView<'a>> {
         Some(http_view(request))
     }
-
-    fn record(&self, response: &mut Res, info: RetryInfo) {
-        record(response, info);
-    }
 }
 
 /// `http::Request`s whose body streams out and cannot be copied, wrapped in [`ReplayBody`]: recorded as
 /// they are sent, within the policy's `replay_buffer`, and replayed from the recording.
-impl<B, Res, E> Replay<http::Request<ReplayBody<B>>, Res, E> for HttpReplay
-where
-    B: http_body::Body,
-    Res: HttpResponse,
-    E: AsError,
-{
+impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
     type Kept = (Method, Uri, HeaderMap);
 
     fn clone_request(
@@ -111,24 +126,11 @@ where
         keep_head(request)
     }
 
-    fn attempt(
-        &self,
-        policy: &RetryPolicy,
-        request: Sent<'_, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
-        result: &Result<Res, E>,
-    ) -> Attempt {
-        judge(policy, &http_view(request), result)
-    }
-
     fn view<'a>(
         &self,
         request: Sent<'a, http::Request<ReplayBody<B>>, (Method, Uri, HeaderMap)>,
     ) -> Option<RequestView<'a>> {
         Some(http_view(request))
-    }
-
-    fn record(&self, response: &mut Res, info: RetryInfo) {
-        record(response, info);
     }
 
     fn start_recording(
@@ -171,7 +173,7 @@ fn with_body<B, C>(request: &http::Request<B>, body: C) -> http::Request<C> {
 }
 
 #[cfg(feature = "reqwest")]
-impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
+impl Replay<reqwest::Request> for HttpReplay {
     type Kept = (Method, reqwest::Url);
 
     fn clone_request(&self, request: &reqwest::Request) -> Option<reqwest::Request> {
@@ -182,24 +184,11 @@ impl<E: AsError> Replay<reqwest::Request, reqwest::Response, E> for HttpReplay {
         (request.method().clone(), request.url().clone())
     }
 
-    fn attempt(
-        &self,
-        policy: &RetryPolicy,
-        request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
-        result: &Result<reqwest::Response, E>,
-    ) -> Attempt {
-        judge(policy, &reqwest_view(request), result)
-    }
-
     fn view<'a>(
         &self,
         request: Sent<'a, reqwest::Request, (Method, reqwest::Url)>,
     ) -> Option<RequestView<'a>> {
         Some(reqwest_view(request))
-    }
-
-    fn record(&self, response: &mut reqwest::Response, info: RetryInfo) {
-        record(response, info);
     }
 
     fn start_recording(

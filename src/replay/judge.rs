@@ -30,7 +30,7 @@ use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, serv
     message = "`{Self}` is not a response stagger's HTTP classifier can read",
     note = "stagger reads `http::Response<B>` (http 1.x), and `reqwest::Response` with its `reqwest` feature (reqwest 0.13)",
     note = "a second copy of `http` or `reqwest` in `cargo tree -d` (another major version) is a different type: align the versions",
-    note = "for a service whose responses are not HTTP, use `RetryLayer::with_classifier`"
+    note = "for a service whose responses are not HTTP, use `RetryLayer::classify_with`"
 )]
 pub trait HttpResponse {
     /// The response's status.

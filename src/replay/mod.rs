@@ -1,4 +1,8 @@
-//! How an adapter copies one kind of request and judges its attempts; shared by both adapters.
+//! Sending a request again: how an adapter copies a request ([`Replay`]) and judges its attempts
+//! ([`Judge`]), for `http` and `reqwest` requests ([`HttpReplay`]), for any `Clone` request judged by a
+//! closure ([`ReplayFn`]), and the body that records itself as it streams out ([`ReplayBody`]).
+//!
+//! [`ReplayBody`]: crate::ReplayBody
 
 pub(crate) mod body;
 mod http_replay;
@@ -55,96 +59,27 @@ impl<Req, K> Clone for Sent<'_, Req, K> {
 
 impl<Req, K> Copy for Sent<'_, Req, K> {}
 
-/// How an adapter copies one kind of request and judges its attempts.
+/// How an adapter sends one kind of request again: copies it for a retry, keeps what judging needs of
+/// a request sent without a copy, records a body that cannot be copied as it streams out, and tells
+/// the request's HTTP view. Its companion, [`Judge`], says what an attempt's result means.
 ///
-/// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`].
-/// A type of your own can do what neither does, such as record the [`RetryInfo`] in a response that is
-/// not HTTP, and goes to the tower `Retry` service with `stagger::tower::Retry::new`:
-///
-/// ```
-/// use std::io;
-/// use stagger::adapter::{Attempt, Replay, Sent};
-/// use stagger::classify::RequestView;
-/// use stagger::{Outcome, Reason, RetryInfo, RetryPolicy};
-///
-/// /// An RPC's reply, with room for what the retries did.
-/// struct Reply {
-///     value: u32,
-///     retries: Option<RetryInfo>,
-/// }
-///
-/// /// Copies `u32` requests, retries refused connections, records the `RetryInfo` in the reply.
-/// #[derive(Clone)]
-/// struct RpcReplay;
-///
-/// impl Replay<u32, Reply, io::Error> for RpcReplay {
-///     type Kept = ();
-///
-///     fn clone_request(&self, request: &u32) -> Option<u32> {
-///         Some(*request)
-///     }
-///
-///     fn keep(&self, _request: &u32) {}
-///
-///     fn attempt(
-///         &self,
-///         _policy: &RetryPolicy,
-///         _request: Sent<'_, u32, ()>,
-///         result: &Result<Reply, io::Error>,
-///     ) -> Attempt {
-///         let outcome = match result {
-///             Ok(_) => Outcome::Success,
-///             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-///                 Outcome::RetrySafe(Reason::Connect)
-///             }
-///             Err(_) => Outcome::Fatal,
-///         };
-///         Attempt::new(outcome)
-///     }
-///
-///     fn view<'a>(&self, _request: Sent<'a, u32, ()>) -> Option<RequestView<'a>> {
-///         None
-///     }
-///
-///     fn record(&self, reply: &mut Reply, info: RetryInfo) {
-///         reply.retries = Some(info);
-///     }
-/// }
-///
-/// # #[cfg(feature = "tower")]
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// # use tower::ServiceExt;
-/// # let calls = std::sync::atomic::AtomicU32::new(0);
-/// # let flaky = tower::service_fn(|n: u32| {
-/// #     let first = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
-/// #     async move {
-/// #         if first { Err(io::Error::from(io::ErrorKind::ConnectionRefused)) }
-/// #         else { Ok(Reply { value: n * 2, retries: None }) }
-/// #     }
-/// # });
-/// // `flaky` refuses the first connection, then answers twice the request:
-/// let service = stagger::tower::Retry::new(flaky, RetryPolicy::default(), RpcReplay);
-/// let reply = service.oneshot(21).await.unwrap();
-/// assert_eq!(reply.value, 42);
-/// assert_eq!(reply.retries.unwrap().attempts(), 2);
-/// # }
-/// # #[cfg(not(feature = "tower"))]
-/// # fn main() {}
-/// ```
+/// [`HttpReplay`] serves `http` and `reqwest` types; [`ReplayFn`] any request that is [`Clone`]. A
+/// type of your own implements both traits, and goes to the tower `Retry` service with
+/// `stagger::tower::Retry::new` (see [`Judge`] for an example).
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot copy and judge `{Req}` requests answered with `Result<{Res}, {E}>`",
-    note = "`RetryLayer::new` takes `http::Request<B>` (http 1) with `B: Clone` or `B = stagger::ReplayBody<_>`, and `reqwest::Request` of reqwest 0.13 with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
+    message = "`{Self}` cannot copy `{Req}` requests for a retry",
+    note = "`RetryLayer::new` takes `http::Request<B>` (http 1) with `B: Clone` or `B = stagger::ReplayBody<_>`, and `reqwest::Request` of reqwest 0.13 with stagger's `reqwest` feature",
     note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
     note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
-    note = "for any other request type, use `RetryLayer::with_classifier(policy, |result| ...)`"
+    note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
-pub trait Replay<Req, Res, E> {
+pub trait Replay<Req> {
     /// What is kept of a request sent without a copy, to judge its result.
     type Kept;
 
     /// A copy of `request` for another attempt, or `None` if it cannot be copied (a streaming body), in
-    /// which case it is sent once.
+    /// which case it is recorded as it streams out ([`start_recording`](Self::start_recording)) or
+    /// sent once.
     ///
     /// A request copied once must copy again: the adapters keep one copy and make each retry's request
     /// from it when the retry is due. Should a copy refuse, the call ends there, with the last response
@@ -154,22 +89,11 @@ pub trait Replay<Req, Res, E> {
     /// What to keep of a request that is sent without a copy.
     fn keep(&self, request: &Req) -> Self::Kept;
 
-    /// Judges one attempt's result. Whether the request can be sent again is not the judge's to say:
-    /// the adapter knows whether it holds a copy, and tells the state machine itself.
-    fn attempt(
-        &self,
-        policy: &RetryPolicy,
-        request: Sent<'_, Req, Self::Kept>,
-        result: &Result<Res, E>,
-    ) -> Attempt;
-
     /// The HTTP view of `request`, if it is an HTTP request: whether it is idempotent decides whether
-    /// an attempt that timed out is retried (one without a view is retried), and its method, host and
-    /// path go into the `tracing` events of the call.
+    /// an attempt that timed out is retried (one without a view is retried), its host is the one whose
+    /// cooldown, budget account and throttle the call uses, and its method, host and path go into the
+    /// `tracing` events of the call.
     fn view<'a>(&self, request: Sent<'a, Req, Self::Kept>) -> Option<RequestView<'a>>;
-
-    /// Records what happened in the response the call ends with (for HTTP, in its extensions).
-    fn record(&self, response: &mut Res, info: RetryInfo);
 
     /// For a request whose body cannot be copied: starts recording the body as it streams out, up to
     /// `limit` bytes (the policy's [`replay_buffer`](crate::RetryPolicyBuilder::replay_buffer)), and
@@ -189,6 +113,107 @@ pub trait Replay<Req, Res, E> {
         let _ = recorded;
         None
     }
+}
+
+/// How an adapter judges the attempts of one kind of request: what a result means to the state
+/// machine, and where the call's [`RetryInfo`] goes in the response it ends with.
+///
+/// [`HttpReplay`] judges with the policy's HTTP classifier; [`ReplayFn`] with a closure. A type of
+/// your own can do what neither does, such as record the [`RetryInfo`] in a response that is not
+/// HTTP:
+///
+/// ```
+/// use std::io;
+/// use stagger::adapter::{Attempt, Judge, Replay, Sent};
+/// use stagger::classify::RequestView;
+/// use stagger::{Outcome, Reason, RetryInfo, RetryPolicy};
+///
+/// /// An RPC's reply, with room for what the retries did.
+/// struct Reply {
+///     value: u32,
+///     retries: Option<RetryInfo>,
+/// }
+///
+/// /// Copies `u32` requests, retries refused connections, records the `RetryInfo` in the reply.
+/// #[derive(Clone)]
+/// struct Rpc;
+///
+/// impl Replay<u32> for Rpc {
+///     type Kept = ();
+///
+///     fn clone_request(&self, request: &u32) -> Option<u32> {
+///         Some(*request)
+///     }
+///
+///     fn keep(&self, _request: &u32) {}
+///
+///     fn view<'a>(&self, _request: Sent<'a, u32, ()>) -> Option<RequestView<'a>> {
+///         None
+///     }
+/// }
+///
+/// impl Judge<u32, Reply, io::Error> for Rpc {
+///     fn judge(
+///         &self,
+///         _policy: &RetryPolicy,
+///         _request: Sent<'_, u32, ()>,
+///         result: &Result<Reply, io::Error>,
+///     ) -> Attempt {
+///         let outcome = match result {
+///             Ok(_) => Outcome::Success,
+///             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+///                 Outcome::RetrySafe(Reason::Connect)
+///             }
+///             Err(_) => Outcome::Fatal,
+///         };
+///         Attempt::new(outcome)
+///     }
+///
+///     fn report(reply: &mut Reply, info: RetryInfo) {
+///         reply.retries = Some(info);
+///     }
+/// }
+///
+/// # #[cfg(feature = "tower")]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # use tower::ServiceExt;
+/// # let calls = std::sync::atomic::AtomicU32::new(0);
+/// # let flaky = tower::service_fn(|n: u32| {
+/// #     let first = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+/// #     async move {
+/// #         if first { Err(io::Error::from(io::ErrorKind::ConnectionRefused)) }
+/// #         else { Ok(Reply { value: n * 2, retries: None }) }
+/// #     }
+/// # });
+/// // `flaky` refuses the first connection, then answers twice the request:
+/// let service = stagger::tower::Retry::new(flaky, RetryPolicy::default(), Rpc);
+/// let reply = service.oneshot(21).await.unwrap();
+/// assert_eq!(reply.value, 42);
+/// assert_eq!(reply.retries.unwrap().attempts(), 2);
+/// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot judge `{Req}` requests answered with `Result<{Res}, {E}>`",
+    note = "`RetryLayer::new` judges `http::Response<B>` (http 1), and `reqwest::Response` of reqwest 0.13 with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
+    note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
+    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
+)]
+pub trait Judge<Req, Res, E>: Replay<Req> {
+    /// Judges one attempt's result. Whether the request can be sent again is not the judge's to say:
+    /// the adapter knows whether it holds a copy, and tells the state machine itself.
+    fn judge(
+        &self,
+        policy: &RetryPolicy,
+        request: Sent<'_, Req, Self::Kept>,
+        result: &Result<Res, E>,
+    ) -> Attempt;
+
+    /// Records what the retries did in the response the call ends with (for HTTP, in its extensions).
+    fn report(response: &mut Res, info: RetryInfo);
 }
 
 /// A request whose body is being recorded for a retry (see [`Replay::start_recording`]): the request

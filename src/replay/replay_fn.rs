@@ -5,15 +5,15 @@ use std::fmt;
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::{Outcome, RequestView};
 use crate::engine::policy::RetryPolicy;
-use crate::replay::{Replay, Sent};
+use crate::replay::{Judge, Replay, Sent};
 
 /// Copies any [`Clone`] request and judges each result with a closure; made by
-/// `RetryLayer::with_classifier`.
+/// `RetryLayer::classify_with`.
 ///
 /// The closure's [`Outcome`] is taken as it is: every retryable outcome counts as idempotent.
 ///
 /// ```
-/// use stagger::adapter::{Decision, Replay, ReplayFn, Sent};
+/// use stagger::adapter::{Decision, Judge, ReplayFn, Sent};
 /// use stagger::{Outcome, Reason, RetryPolicy};
 ///
 /// let replay = ReplayFn::new(|result: &Result<u32, &str>| match result {
@@ -21,9 +21,9 @@ use crate::replay::{Replay, Sent};
 ///     Err(_) => Outcome::RetryIfIdempotent(Reason::Other("rpc failed")),
 /// });
 /// let policy = RetryPolicy::default();
-/// let attempt = replay.attempt(&policy, Sent::Copy(&7), &Err("rpc failed"));
+/// let attempt = replay.judge(&policy, Sent::Copy(&7), &Err("rpc failed"));
 /// // There is no method to tell: the request counts as idempotent, and is retried.
-/// assert!(matches!(policy.start().decide(attempt), Decision::Retry(_)));
+/// assert!(matches!(policy.start().decide(attempt, None), Decision::Retry(_)));
 /// ```
 #[derive(Clone, Copy)]
 pub struct ReplayFn<F> {
@@ -34,7 +34,7 @@ impl<F> ReplayFn<F> {
     /// Judges each result with `classify`.
     ///
     /// ```
-    /// use stagger::adapter::{Replay, ReplayFn, Sent};
+    /// use stagger::adapter::{Judge, ReplayFn, Sent};
     /// use stagger::{Outcome, Reason, RetryPolicy};
     ///
     /// let replay = ReplayFn::new(|result: &Result<String, std::io::Error>| match result {
@@ -42,7 +42,7 @@ impl<F> ReplayFn<F> {
     ///     Err(_) => Outcome::RetrySafe(Reason::Connect),
     /// });
     /// let answered = Ok("pong".to_string());
-    /// let attempt = replay.attempt(&RetryPolicy::default(), Sent::Copy(&"ping"), &answered);
+    /// let attempt = replay.judge(&RetryPolicy::default(), Sent::Copy(&"ping"), &answered);
     /// assert_eq!(attempt.outcome(), Outcome::Success);
     /// ```
     pub const fn new(classify: F) -> Self {
@@ -56,11 +56,7 @@ impl<F> fmt::Debug for ReplayFn<F> {
     }
 }
 
-impl<F, Req, Res, E> Replay<Req, Res, E> for ReplayFn<F>
-where
-    Req: Clone,
-    F: Fn(&Result<Res, E>) -> Outcome,
-{
+impl<F, Req: Clone> Replay<Req> for ReplayFn<F> {
     type Kept = ();
 
     fn clone_request(&self, request: &Req) -> Option<Req> {
@@ -69,7 +65,17 @@ where
 
     fn keep(&self, _request: &Req) {}
 
-    fn attempt(
+    fn view<'a>(&self, _request: Sent<'a, Req, ()>) -> Option<RequestView<'a>> {
+        None
+    }
+}
+
+impl<F, Req, Res, E> Judge<Req, Res, E> for ReplayFn<F>
+where
+    Req: Clone,
+    F: Fn(&Result<Res, E>) -> Outcome,
+{
+    fn judge(
         &self,
         _policy: &RetryPolicy,
         _request: Sent<'_, Req, ()>,
@@ -78,9 +84,5 @@ where
         Attempt::new((self.classify)(result))
     }
 
-    fn view<'a>(&self, _request: Sent<'a, Req, ()>) -> Option<RequestView<'a>> {
-        None
-    }
-
-    fn record(&self, _response: &mut Res, _info: RetryInfo) {}
+    fn report(_response: &mut Res, _info: RetryInfo) {}
 }

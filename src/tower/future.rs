@@ -12,15 +12,14 @@ use std::task::{Context, Poll, ready};
 use ::tower::Service;
 use pin_project_lite::pin_project;
 
-use crate::attempt::RetryInfo;
 use crate::classify::RequestView;
 use crate::drive::call::{Call, Final};
 use crate::drive::hedge::{Hedge, HedgeContext};
-use crate::drive::held::{Held, HeldRacers, step};
+use crate::drive::held::{Held, HeldRacers, decide};
 use crate::engine::state::RetryState;
 use crate::error::Error;
 use crate::error::Rejected;
-use crate::replay::{Replay, Sent};
+use crate::replay::{Judge, Sent};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -49,7 +48,7 @@ pin_project! {
     pub struct ResponseFuture<S, Req, R>
     where
         S: Service<Req>,
-        R: Replay<Req, S::Response, S::Error>,
+        R: Judge<Req, S::Response, S::Error>,
     {
         #[pin]
         state: State<S::Future, Req>,
@@ -79,7 +78,7 @@ pin_project! {
 impl<S, Req, R> std::fmt::Debug for ResponseFuture<S, Req, R>
 where
     S: Service<Req>,
-    R: Replay<Req, S::Response, S::Error>,
+    R: Judge<Req, S::Response, S::Error>,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
@@ -91,7 +90,7 @@ where
 impl<S, Req, R> ResponseFuture<S, Req, R>
 where
     S: Service<Req>,
-    R: Replay<Req, S::Response, S::Error>,
+    R: Judge<Req, S::Response, S::Error>,
 {
     pub(crate) fn new(mut service: S, retry: RetryState, replay: R, mut request: Req) -> Self {
         let held = Held::prepare(&retry, &replay, &mut request);
@@ -124,14 +123,13 @@ where
 impl<S, Req, R> Future for ResponseFuture<S, Req, R>
 where
     S: Service<Req> + Clone,
-    R: Replay<Req, S::Response, S::Error>,
+    R: Judge<Req, S::Response, S::Error>,
 {
     type Output = Final<S::Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let replay = &*this.replay;
-        let record = |response: &mut S::Response, info| replay.record(response, info);
         loop {
             let result = match this.state.as_mut().project() {
                 StateProj::Called { future } => {
@@ -152,7 +150,7 @@ where
                     };
                     let answered = ready!(this.hedge.poll(this.call, future, cx, &mut racers));
                     // The retry's request is made when it is due, so that the future holds one request.
-                    match step(answered, this.call, replay, this.held, |_, _| Some(())) {
+                    match decide(answered, this.call, replay, this.held, |_, _| Some(())) {
                         ControlFlow::Continue(()) => {
                             this.state.set(State::Waiting);
                             continue;
@@ -162,13 +160,7 @@ where
                 }
                 StateProj::Cooling { request } => {
                     let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
-                    let ready = ready!(poll_send(
-                        this.service,
-                        this.call,
-                        view.as_ref(),
-                        record,
-                        cx
-                    ));
+                    let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
                     match ready.map(|()| request.take()) {
                         Ok(Some(request)) => {
                             let future = this.service.call(request);
@@ -182,13 +174,7 @@ where
                 StateProj::Refused { rejected } => Err(Error::from_rejected(*rejected)),
                 StateProj::Waiting => {
                     let view = replay.view(this.held.sent());
-                    let ready = ready!(poll_send(
-                        this.service,
-                        this.call,
-                        view.as_ref(),
-                        record,
-                        cx
-                    ));
+                    let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
                     let again = this.call.retry().may_retry();
                     match ready.map(|()| this.held.next(again, replay)) {
                         Ok(Some(request)) => {
@@ -196,15 +182,17 @@ where
                             this.state.set(State::Called { future });
                             continue;
                         }
-                        Ok(None) => this
-                            .call
-                            .unsent(replay.view(this.held.sent()).as_ref(), record),
+                        Ok(None) => this.call.unsent(replay.view(this.held.sent()).as_ref()),
                         Err(result) => result,
                     }
                 }
                 StateProj::Done => panic!("`ResponseFuture` polled after it completed"),
             };
             this.state.set(State::Done);
+            let mut result = result;
+            if let Ok(response) = &mut result {
+                R::report(response, this.call.retry().info());
+            }
             return Poll::Ready(result);
         }
     }
@@ -230,21 +218,20 @@ fn poll_send<S, Req>(
     service: &mut S,
     call: &mut Call<S::Response>,
     view: Option<&RequestView<'_>>,
-    record: impl FnOnce(&mut S::Response, RetryInfo) + Copy,
     cx: &mut Context<'_>,
 ) -> Poll<Sendable<S, Req>>
 where
     S: Service<Req>,
 {
-    if let Err(result) = ready!(call.poll_resume(view, record, cx)) {
+    if let Err(result) = ready!(call.poll_resume(view, cx)) {
         return Poll::Ready(Err(result));
     }
     Poll::Ready(match service.poll_ready(cx) {
-        Poll::Ready(Ok(())) => call.begin_retry(view, record),
+        Poll::Ready(Ok(())) => call.begin_retry(view),
         Poll::Ready(Err(error)) => Err(call.not_ready(error, view)),
         Poll::Pending => {
             ready!(call.poll_deadline(cx));
-            Err(call.deadline_before_sending(view, record))
+            Err(call.deadline_before_sending(view))
         }
     })
 }

@@ -2,6 +2,7 @@ use ::tower::Layer;
 
 use super::service::Retry;
 use crate::engine::policy::RetryPolicy;
+use crate::error::ConfigError;
 use crate::replay::{HttpReplay, ReplayFn};
 
 /// Retries the requests of the service it wraps, as its [`RetryPolicy`] says.
@@ -81,7 +82,10 @@ impl RetryLayer {
 
 impl<F> RetryLayer<ReplayFn<F>> {
     /// A layer for any service whose requests are [`Clone`], judging each attempt's result with
-    /// `classify`; the policy's HTTP classifier is not used.
+    /// `classify` instead of the policy's HTTP classifier.
+    ///
+    /// A policy built with [`classifier`](crate::RetryPolicyBuilder::classifier) is refused with
+    /// [`ConfigError::ClassifierUnused`]: its classifier would never be asked.
     ///
     /// Here a service over `u32` requests that is busy twice, then answers:
     ///
@@ -100,14 +104,41 @@ impl<F> RetryLayer<ReplayFn<F>> {
     /// });
     /// let backoff = Backoff::fixed(Duration::from_millis(10));
     /// let policy = RetryPolicy::builder().backoff(backoff).build().unwrap();
-    /// let layer = RetryLayer::with_classifier(policy, |result: &Result<u32, &str>| match result {
+    /// let layer = RetryLayer::classify_with(policy, |result: &Result<u32, &str>| match result {
     ///     Ok(_) => Outcome::Success,
     ///     Err(_) => Outcome::RetrySafe(Reason::Other("busy")),
-    /// });
+    /// })
+    /// .unwrap();
     /// assert_eq!(layer.layer(double).oneshot(21).await.unwrap(), 42);
     /// assert_eq!(calls.load(Ordering::SeqCst), 3);
     /// # }
     /// ```
+    ///
+    /// ```
+    /// use stagger::classify::from_fn;
+    /// use stagger::{ConfigError, Outcome, RetryLayer, RetryPolicy};
+    ///
+    /// let http = RetryPolicy::builder().classifier(from_fn(|_, _| Outcome::Fatal)).build()?;
+    /// let layer = RetryLayer::classify_with(http, |_: &Result<u32, ()>| Outcome::Success);
+    /// assert_eq!(layer.unwrap_err(), ConfigError::ClassifierUnused);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn classify_with(policy: RetryPolicy, classify: F) -> Result<Self, ConfigError> {
+        if policy.shared.settings.custom_classifier {
+            return Err(ConfigError::ClassifierUnused);
+        }
+        Ok(Self {
+            policy,
+            replay: ReplayFn::new(classify),
+        })
+    }
+
+    /// [`classify_with`](Self::classify_with) without its check: a classifier the policy was built
+    /// with is silently ignored.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `RetryLayer::classify_with`, which refuses a policy whose classifier it would ignore"
+    )]
     pub const fn with_classifier(policy: RetryPolicy, classify: F) -> Self {
         Self {
             policy,

@@ -6,7 +6,7 @@ use super::future::ResponseFuture;
 use crate::attempt::{RetryInfo, StopReason};
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
-use crate::replay::{HttpReplay, Replay};
+use crate::replay::{HttpReplay, Judge};
 
 /// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).
 ///
@@ -39,7 +39,7 @@ impl<S, R> Retry<S, R> {
     ///
     /// What [`RetryLayer`](super::RetryLayer) makes, without a layer; `replay` is
     /// [`HttpReplay`](crate::adapter::HttpReplay) for HTTP, [`ReplayFn`](crate::adapter::ReplayFn) for
-    /// a closure, or a [`Replay`] of your own.
+    /// a closure, or a [`Judge`](crate::adapter::Judge) of your own.
     ///
     /// ```
     /// use std::convert::Infallible;
@@ -89,7 +89,7 @@ impl<S, R> Retry<S, R> {
 impl<S, R, Req> Service<Req> for Retry<S, R>
 where
     S: Service<Req> + Clone,
-    R: Replay<Req, S::Response, S::Error> + Clone,
+    R: Judge<Req, S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = Error<S::Error>;

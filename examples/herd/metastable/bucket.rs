@@ -35,8 +35,8 @@ const TOKEN_RATIO: f64 = 0.1;
 /// limit left to [`TimeLimit`].
 pub(super) fn policy(seed: u64) -> RetryPolicy {
     RetryPolicy::builder()
-        .no_budget()
-        .no_attempt_timeout()
+        .budget(None)
+        .attempt_timeout(None)
         .classifier(FailureBudget::default())
         .seed(seed)
         .build()

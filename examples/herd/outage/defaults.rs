@@ -60,7 +60,8 @@ fn rows() -> Vec<Row> {
         Row {
             name: "stagger, base 3",
             kind: Kind::Stagger(|seed| {
-                let backoff = Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).base(3.0);
+                let backoff =
+                    Backoff::exponential(RetryPolicy::DEFAULT_INITIAL_DELAY).with_base(3.0);
                 let builder = RetryPolicy::builder().backoff(backoff).seed(seed);
                 builder.build().expect("a valid policy")
             }),

@@ -24,7 +24,7 @@ mod throttling;
 /// use stagger::{Backoff, RetryPolicy};
 ///
 /// let policy = RetryPolicy::builder()
-///     .backoff(Backoff::exponential(Duration::from_millis(50)).max_delay(Duration::from_secs(2)))
+///     .backoff(Backoff::exponential(Duration::from_millis(50)).with_max_delay(Duration::from_secs(2)))
 ///     .max_retries(5)
 ///     .max_elapsed(Duration::from_secs(10))
 ///     .build()?;
@@ -47,7 +47,7 @@ enum Budget {
     Default,
     /// The account of a [`RetryBudget`], shared with whatever else holds a clone of it.
     Given(RetryBudget),
-    /// None: [`RetryPolicyBuilder::no_budget`].
+    /// None: `budget(None)`.
     Off,
 }
 
@@ -121,6 +121,7 @@ impl RetryPolicyBuilder {
                 replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
                 hedge_after: None,
                 classifier: Box::new(DefaultClassifier),
+                custom_classifier: false,
                 on_retry: None,
             },
             host_cooldown: false,
@@ -138,10 +139,10 @@ impl RetryPolicyBuilder {
     /// use stagger::{Backoff, Jitter, RetryPolicy};
     ///
     /// let backoff = Backoff::exponential(Duration::from_millis(250))
-    ///     .max_delay(Duration::from_secs(5))
-    ///     .jitter(Jitter::Equal);
+    ///     .with_max_delay(Duration::from_secs(5))
+    ///     .with_jitter(Jitter::Equal);
     /// let policy = RetryPolicy::builder().backoff(backoff).build()?;
-    /// assert_eq!(policy.backoff().get_max_delay(), Duration::from_secs(5));
+    /// assert_eq!(policy.backoff().max_delay(), Duration::from_secs(5));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn backoff(mut self, backoff: Backoff) -> Self {
@@ -220,22 +221,27 @@ impl RetryPolicyBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn max_elapsed(mut self, max_elapsed: Duration) -> Self {
-        self.settings.max_elapsed = Some(max_elapsed);
-        self
-    }
-
-    /// Removes the deadline: only `max_retries`, the budget and `attempt_timeout` bound a call.
+    ///
+    /// `None` removes the deadline: only `max_retries`, the budget and `attempt_timeout` bound a call.
     ///
     /// ```
     /// # use stagger::RetryPolicy;
-    /// let policy = RetryPolicy::builder().no_max_elapsed().build()?;
+    /// let policy = RetryPolicy::builder().max_elapsed(None).build()?;
     /// assert_eq!(policy.max_elapsed(), None);
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn no_max_elapsed(mut self) -> Self {
-        self.settings.max_elapsed = None;
+    pub fn max_elapsed(mut self, max_elapsed: impl Into<Option<Duration>>) -> Self {
+        self.settings.max_elapsed = max_elapsed.into();
         self
+    }
+
+    /// Removes the deadline; the same as [`max_elapsed(None)`](Self::max_elapsed).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `max_elapsed(None)`: a setting that can be off takes `None`"
+    )]
+    pub fn no_max_elapsed(self) -> Self {
+        self.max_elapsed(None)
     }
 
     /// Sets the time limit of one attempt, until the response's head (status and headers) arrives: an
@@ -288,22 +294,18 @@ impl RetryPolicyBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
-        self.settings.attempt_timeout = Some(attempt_timeout);
+    pub fn attempt_timeout(mut self, attempt_timeout: impl Into<Option<Duration>>) -> Self {
+        self.settings.attempt_timeout = attempt_timeout.into();
         self
     }
 
-    /// Removes the time limit of each attempt: an attempt waits as long as the deadline allows.
-    ///
-    /// ```
-    /// # use stagger::RetryPolicy;
-    /// let policy = RetryPolicy::builder().no_attempt_timeout().build()?;
-    /// assert_eq!(policy.attempt_timeout(), None);
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    pub fn no_attempt_timeout(mut self) -> Self {
-        self.settings.attempt_timeout = None;
-        self
+    /// Removes the time limit of each attempt; the same as [`attempt_timeout(None)`](Self::attempt_timeout).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `attempt_timeout(None)`: a setting that can be off takes `None`"
+    )]
+    pub fn no_attempt_timeout(self) -> Self {
+        self.attempt_timeout(None)
     }
 
     /// Sets the longest `Retry-After` the policy waits for; a longer one stops the retries and the response
@@ -320,14 +322,14 @@ impl RetryPolicyBuilder {
     /// let attempt = Attempt::new(unavailable).retry_after(Some(Duration::from_secs(120)));
     ///
     /// let impatient = RetryPolicy::builder().max_retry_after(Duration::from_secs(60)).build()?;
-    /// assert_eq!(impatient.start().decide(attempt), Decision::Stop(StopReason::RetryAfterTooLong));
+    /// assert_eq!(impatient.start().decide(attempt, None), Decision::Stop(StopReason::RetryAfterTooLong));
     ///
     /// // Waiting needs a deadline that leaves room for it, too.
     /// let patient = RetryPolicy::builder()
     ///     .max_retry_after(Duration::from_secs(300))
     ///     .max_elapsed(Duration::from_secs(600))
     ///     .build()?;
-    /// let decision = patient.start().decide(attempt);
+    /// let decision = patient.start().decide(attempt, None);
     /// assert!(matches!(decision, Decision::Retry(delay) if delay >= Duration::from_secs(120)));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
@@ -348,7 +350,7 @@ impl RetryPolicyBuilder {
     /// let policy = RetryPolicy::builder().retry_after(RetryAfterMode::Strict).build()?;
     /// let too_many = Outcome::RetrySafe(Reason::Status(StatusCode::TOO_MANY_REQUESTS));
     /// let attempt = Attempt::new(too_many).retry_after(Some(Duration::from_secs(3)));
-    /// assert_eq!(policy.start().decide(attempt), Decision::Retry(Duration::from_secs(3)));
+    /// assert_eq!(policy.start().decide(attempt, None), Decision::Retry(Duration::from_secs(3)));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn retry_after(mut self, mode: RetryAfterMode) -> Self {
@@ -370,10 +372,10 @@ impl RetryPolicyBuilder {
     /// let post = Attempt::new(bad_gateway).idempotent(false);
     ///
     /// let checked = RetryPolicy::default();
-    /// assert_eq!(checked.start().decide(post), Decision::Stop(StopReason::NotIdempotent));
+    /// assert_eq!(checked.start().decide(post, None), Decision::Stop(StopReason::NotIdempotent));
     ///
     /// let deduplicating_server = RetryPolicy::builder().idempotency_check(false).build()?;
-    /// assert!(matches!(deduplicating_server.start().decide(post), Decision::Retry(_)));
+    /// assert!(matches!(deduplicating_server.start().decide(post, None), Decision::Retry(_)));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn idempotency_check(mut self, enabled: bool) -> Self {
@@ -381,17 +383,13 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Turns the retry budget off: only `max_retries` and `max_elapsed` limit the retries.
-    ///
-    /// ```
-    /// # use stagger::RetryPolicy;
-    /// let policy = RetryPolicy::builder().no_budget().build()?;
-    /// assert!(policy.budget().is_none());
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    pub fn no_budget(mut self) -> Self {
-        self.budget = Budget::Off;
-        self
+    /// Turns the retry budget off; the same as [`budget(None)`](Self::budget).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `budget(None)`: a setting that can be off takes `None`"
+    )]
+    pub fn no_budget(self) -> Self {
+        self.budget(None)
     }
 
     /// Sets the retry budget the policy draws on. Defaults to a [`RetryBudget::default()`] of the
@@ -410,8 +408,20 @@ impl RetryPolicyBuilder {
     /// let post = RetryPolicy::builder().max_retries(1).budget(budget).build()?;
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn budget(mut self, budget: RetryBudget) -> Self {
-        self.budget = Budget::Given(budget);
+    ///
+    /// `None` turns the budget off: only `max_retries` and `max_elapsed` limit the retries.
+    ///
+    /// ```
+    /// # use stagger::RetryPolicy;
+    /// let policy = RetryPolicy::builder().budget(None).build()?;
+    /// assert!(policy.budget().is_none());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn budget(mut self, budget: impl Into<Option<RetryBudget>>) -> Self {
+        self.budget = match budget.into() {
+            Some(budget) => Budget::Given(budget),
+            None => Budget::Off,
+        };
         self
     }
 
@@ -424,7 +434,7 @@ impl RetryPolicyBuilder {
     ///
     /// // The delay before the first retry of the next request:
     /// let first_delay = |policy: &RetryPolicy| -> Decision {
-    ///     policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)))
+    ///     policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)), None)
     /// };
     /// let a = RetryPolicy::builder().seed(7).build()?;
     /// let b = RetryPolicy::builder().seed(7).build()?;
@@ -460,6 +470,7 @@ impl RetryPolicyBuilder {
     /// ```
     pub fn classifier(mut self, classifier: impl ClassifyHttp) -> Self {
         self.settings.classifier = Box::new(classifier);
+        self.settings.custom_classifier = true;
         self
     }
 
@@ -479,7 +490,7 @@ impl RetryPolicyBuilder {
     ///     .build()?;
     ///
     /// // The hook runs as soon as a retry is decided, before its sleep:
-    /// let decision = policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)));
+    /// let decision = policy.start().decide(Attempt::new(Outcome::RetrySafe(Reason::Connect)), None);
     /// assert!(matches!(decision, Decision::Retry(_)));
     /// assert_eq!(RETRIES.load(Ordering::Relaxed), 1);
     /// # Ok::<(), stagger::ConfigError>(())
@@ -500,7 +511,7 @@ impl RetryPolicyBuilder {
     ///
     /// let policy = RetryPolicy::builder().max_retries(5).build()?;
     ///
-    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).base(0.5);
+    /// let shrinking = Backoff::exponential(Duration::from_secs(1)).with_base(0.5);
     /// let error = RetryPolicy::builder().backoff(shrinking).build().unwrap_err();
     /// assert_eq!(error, ConfigError::InvalidBase(0.5));
     /// assert_eq!(error.to_string(), "backoff base must be a finite number >= 1.0, got 0.5");

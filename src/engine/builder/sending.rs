@@ -55,8 +55,8 @@ impl RetryPolicyBuilder {
     /// assert_eq!(policy.hedge_after(), Some(Duration::from_millis(40)));
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn hedge_after(mut self, delay: Duration) -> Self {
-        self.settings.hedge_after = Some(delay);
+    pub fn hedge_after(mut self, delay: impl Into<Option<Duration>>) -> Self {
+        self.settings.hedge_after = delay.into();
         self
     }
 

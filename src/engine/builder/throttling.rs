@@ -32,7 +32,7 @@ impl RetryPolicyBuilder {
     ///
     /// // A quota counted per minute: back off in seconds, not milliseconds.
     /// let policy = RetryPolicy::builder()
-    ///     .throttle_backoff(Backoff::exponential(Duration::from_secs(2)).max_delay(Duration::from_secs(60)))
+    ///     .throttle_backoff(Backoff::exponential(Duration::from_secs(2)).with_max_delay(Duration::from_secs(60)))
     ///     .build()?;
     /// assert_eq!(policy.throttle_backoff().initial(), Duration::from_secs(2));
     /// # Ok::<(), stagger::ConfigError>(())
@@ -154,8 +154,8 @@ impl RetryPolicyBuilder {
     /// );
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn adaptive_throttle(mut self, k: f64) -> Self {
-        self.adaptive_throttle = Some(k);
+    pub fn adaptive_throttle(mut self, k: impl Into<Option<f64>>) -> Self {
+        self.adaptive_throttle = k.into();
         self
     }
 

@@ -99,7 +99,7 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 ///
 /// A policy built without [`RetryPolicyBuilder::budget`](crate::RetryPolicyBuilder::budget) gets a
 /// [`RetryBudget::default()`] of its own, shared only by the policy's clones;
-/// [`no_budget`](crate::RetryPolicyBuilder::no_budget) turns it off.
+/// [`budget(None)`](crate::RetryPolicyBuilder::budget) turns it off.
 ///
 /// # Why a ratio, and not a percentage
 ///
@@ -326,7 +326,7 @@ impl RetryBudgetBuilder {
     /// Valid within `0.0..=1.0`: `0.0` leaves only the floor of
     /// [`min_per_second`](Self::min_per_second), and `1.0`, a retry for every request, at most doubles
     /// the load on a failing server; above that a budget no longer protects it, and
-    /// [`no_budget`](crate::RetryPolicyBuilder::no_budget) says so more plainly. Exact to five
+    /// [`budget(None)`](crate::RetryPolicyBuilder::budget) says so more plainly. Exact to five
     /// decimals (thousandths of a percent).
     ///
     /// ```
