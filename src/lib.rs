@@ -205,7 +205,7 @@ pub use crate::signals::retry_after::parse_retry_after;
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]
-pub use crate::tower::RetryLayer;
+pub use crate::tower::layer::RetryLayer;
 
 pub mod adapter {
     //! The engine's moving parts, for writing an adapter of your own: the per-request state machine

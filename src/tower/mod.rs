@@ -1,9 +1,9 @@
-//! The tower integration: [`RetryLayer`], the [`Retry`] service and its future.
+//! The tower integration: the [`Retry`] service that [`RetryLayer`](crate::RetryLayer) makes, and its
+//! future.
 
 mod future;
-mod layer;
+pub(crate) mod layer;
 mod service;
 
 pub use future::ResponseFuture;
-pub use layer::RetryLayer;
 pub use service::Retry;

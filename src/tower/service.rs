@@ -8,7 +8,7 @@ use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 use crate::replay::{HttpReplay, Judge};
 
-/// A service that retries its inner service's failed requests; made by [`RetryLayer`](super::RetryLayer).
+/// A service that retries its inner service's failed requests; made by [`RetryLayer`](crate::RetryLayer).
 ///
 /// Its error is [`stagger::Error`](crate::Error) over the inner service's error, as `tower::timeout`
 /// changes the error of what it wraps: the inner error is one call away
@@ -37,7 +37,7 @@ pub struct Retry<S, R = HttpReplay> {
 impl<S, R> Retry<S, R> {
     /// Wraps `inner`, retrying under `policy` with `replay` copying and judging its requests.
     ///
-    /// What [`RetryLayer`](super::RetryLayer) makes, without a layer; `replay` is
+    /// What [`RetryLayer`](crate::RetryLayer) makes, without a layer; `replay` is
     /// [`HttpReplay`](crate::adapter::HttpReplay) for HTTP, [`ReplayFn`](crate::adapter::ReplayFn) for
     /// a closure, or a [`Judge`](crate::adapter::Judge) of your own.
     ///
