@@ -127,6 +127,16 @@ async fn assert_closed_at_the_deadline(
     assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
 }
 
+/// Room above a deadline for a call that ends at it, on a machine busy with other test binaries (with
+/// six at once on two cores, calls with a 300 ms deadline were seen to take up to 668 ms). It is far
+/// below what the call would otherwise take: an attempt in flight at the deadline would run to the
+/// attempt timeout, 10 s by default, or for the minute the server keeps it waiting.
+#[cfg(any(
+    feature = "reqwest-middleware",
+    all(feature = "tower", any(feature = "reqwest", feature = "hyper-util"))
+))]
+const LATE: Duration = ms(1000);
+
 /// Asserts that `elapsed` is at least `at_least` and under `under`.
 #[track_caller]
 fn took(elapsed: Duration, at_least: Duration, under: Duration) {
@@ -214,16 +224,24 @@ mod wiremock_servers {
 
     use super::ms;
 
-    /// Answers every request 503 after 250 ms, with a body to check it arrives intact.
-    pub async fn slow_503() -> MockServer {
+    /// Answers the first request 503 at once, with a header and a body to check they arrive intact,
+    /// and every later one not for a minute: a retry is in flight whenever a deadline passes, however
+    /// slow the machine, and the 503 came before it.
+    pub async fn a_503_then_silence() -> MockServer {
         let server = MockServer::start().await;
         Mock::given(any())
             .respond_with(
                 ResponseTemplate::new(503)
-                    .insert_header("x-attempt", "slow")
-                    .set_body_string("overloaded")
-                    .set_delay(ms(250)),
+                    .insert_header("x-attempt", "first")
+                    .set_body_string("overloaded"),
             )
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(200).set_delay(ms(60_000)))
+            .with_priority(2)
             .mount(&server)
             .await;
         server
@@ -262,7 +280,7 @@ mod middleware {
     use stagger::{Elapsed, RetryInfo, RetryMiddleware, RetryPolicy, RetryReport, StopReason};
 
     use super::slow_body::{SLOW_BODY_TAKES, SLOW_CHUNKS, slow_body_server};
-    use super::wiremock_servers::{first_answer_late, hits, slow_503};
+    use super::wiremock_servers::{a_503_then_silence, first_answer_late, hits};
     use super::*;
 
     fn client(policy: RetryPolicy) -> ClientWithMiddleware {
@@ -358,12 +376,12 @@ mod middleware {
 
     #[tokio::test]
     async fn a_503_received_before_the_deadline_is_returned_intact_when_it_passes() {
-        let server = slow_503().await;
+        let server = a_503_then_silence().await;
         let client = client(deadline_300ms());
 
         let start = Instant::now();
         let response = client.get(server.uri()).send().await.expect("the 503");
-        took(start.elapsed(), ms(300), ms(400));
+        took(start.elapsed(), ms(300), ms(300) + LATE);
 
         assert_eq!(response.status(), 503);
         let info = *response.extensions().get::<RetryInfo>().unwrap();
@@ -373,7 +391,7 @@ mod middleware {
             2,
             "the second was cut short at the deadline"
         );
-        assert_eq!(response.headers()["x-attempt"], "slow");
+        assert_eq!(response.headers()["x-attempt"], "first");
         assert_eq!(response.text().await.unwrap(), "overloaded");
         assert_eq!(hits(&server).await, 2);
     }
@@ -430,30 +448,33 @@ mod layer_over_reqwest {
     use tower::{ServiceBuilder, ServiceExt};
 
     use super::slow_body::{SLOW_BODY_TAKES, SLOW_CHUNKS, slow_body_server};
-    use super::wiremock_servers::{first_answer_late, hits, slow_503};
+    use super::wiremock_servers::{a_503_then_silence, first_answer_late, hits};
     use super::*;
 
-    async fn send(
+    /// A call through `RetryLayer` over a new `reqwest::Client`, which it sends when awaited. The client
+    /// is built at once, before a test starts its clock: building one loads the system's root
+    /// certificates, 20 ms in a debug build and far more on a loaded machine.
+    fn send(
         policy: RetryPolicy,
         method: reqwest::Method,
         url: &str,
-    ) -> Result<reqwest::Response, stagger::Error<reqwest::Error>> {
+    ) -> impl Future<Output = Result<reqwest::Response, stagger::Error<reqwest::Error>>> + use<>
+    {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let request = client.request(method, url).body("x").build().unwrap();
         let service = ServiceBuilder::new()
             .layer(RetryLayer::new(policy))
             .service(client);
-        tokio::spawn(service.oneshot(request)).await.unwrap()
+        async move { tokio::spawn(service.oneshot(request)).await.unwrap() }
     }
 
     #[tokio::test]
     async fn a_server_that_never_answers_ends_the_call_at_the_deadline() {
         let (url, accepted) = hung_server().await;
 
+        let call = send(deadline_300ms(), reqwest::Method::GET, &url);
         let start = Instant::now();
-        let error = send(deadline_300ms(), reqwest::Method::GET, &url)
-            .await
-            .unwrap_err();
+        let error = call.await.unwrap_err();
         took(start.elapsed(), ms(300), ms(450));
 
         assert!(error.is_deadline(), "{error:?}");
@@ -467,10 +488,9 @@ mod layer_over_reqwest {
     async fn the_deadline_closes_the_connection_of_the_attempt_in_flight() {
         let server = Hung::start().await;
 
+        let call = send(deadline_300ms(), reqwest::Method::GET, &server.url);
         let start = Instant::now();
-        let error = send(deadline_300ms(), reqwest::Method::GET, &server.url)
-            .await
-            .unwrap_err();
+        let error = call.await.unwrap_err();
         let ended = Instant::now();
 
         assert!(error.is_deadline(), "{error:?}");
@@ -481,10 +501,9 @@ mod layer_over_reqwest {
     async fn attempt_timeout_ends_at_the_head_and_a_slower_body_is_read_whole() {
         let (url, accepted) = slow_body_server().await;
 
+        let call = send(attempt_timeout_200ms(), reqwest::Method::GET, &url);
         let start = Instant::now();
-        let response = send(attempt_timeout_200ms(), reqwest::Method::GET, &url)
-            .await
-            .expect("the 200");
+        let response = call.await.expect("the 200");
         let info = *response.extensions().get::<RetryInfo>().unwrap();
         let body = response.bytes().await.expect("the whole body");
 
@@ -498,13 +517,12 @@ mod layer_over_reqwest {
 
     #[tokio::test]
     async fn a_503_received_before_the_deadline_is_returned_intact_when_it_passes() {
-        let server = slow_503().await;
+        let server = a_503_then_silence().await;
 
+        let call = send(deadline_300ms(), reqwest::Method::GET, &server.uri());
         let start = Instant::now();
-        let response = send(deadline_300ms(), reqwest::Method::GET, &server.uri())
-            .await
-            .expect("the 503");
-        took(start.elapsed(), ms(300), ms(400));
+        let response = call.await.expect("the 503");
+        took(start.elapsed(), ms(300), ms(300) + LATE);
 
         assert_eq!(response.status(), 503);
         let info = *response.extensions().get::<RetryInfo>().unwrap();
@@ -518,10 +536,9 @@ mod layer_over_reqwest {
     async fn an_attempt_past_its_timeout_is_dropped_and_a_get_retried() {
         let server = first_answer_late().await;
 
+        let call = send(attempt_timeout_200ms(), reqwest::Method::GET, &server.uri());
         let start = Instant::now();
-        let response = send(attempt_timeout_200ms(), reqwest::Method::GET, &server.uri())
-            .await
-            .expect("the 200");
+        let response = call.await.expect("the 200");
         took(start.elapsed(), ms(200), ms(600));
 
         assert_eq!(response.status(), 200);
@@ -568,7 +585,7 @@ mod layer_over_hyper_util {
     use tower::{ServiceBuilder, ServiceExt};
 
     use super::slow_body::{SLOW_BODY_TAKES, SLOW_CHUNKS, slow_body_server};
-    use super::wiremock_servers::{first_answer_late, hits, slow_503};
+    use super::wiremock_servers::{a_503_then_silence, first_answer_late, hits};
     use super::*;
 
     type Response = http::Response<hyper::body::Incoming>;
@@ -647,13 +664,13 @@ mod layer_over_hyper_util {
 
     #[tokio::test]
     async fn a_503_received_before_the_deadline_is_returned_intact_when_it_passes() {
-        let server = slow_503().await;
+        let server = a_503_then_silence().await;
 
         let start = Instant::now();
         let response = send(deadline_300ms(), http::Method::GET, &server.uri())
             .await
             .expect("the 503");
-        took(start.elapsed(), ms(300), ms(400));
+        took(start.elapsed(), ms(300), ms(300) + LATE);
 
         assert_eq!(response.status(), 503);
         let info = *response.extensions().get::<RetryInfo>().unwrap();
@@ -753,10 +770,12 @@ mod generic_retry {
         assert_closed_at_the_deadline(&server, start, ms(300), ended).await;
     }
 
-    #[tokio::test]
+    // In virtual time: the operation needs no I/O, so the times are exact. Each attempt answers 503
+    // after 250 ms; the second starts at 260 ms and is cut short at 300 ms.
+    #[tokio::test(start_paused = true)]
     async fn a_value_received_before_the_deadline_is_returned_when_it_passes() {
         let attempts = AtomicUsize::new(0);
-        let start = Instant::now();
+        let start = tokio::time::Instant::now();
         let result = stagger::retry(
             &deadline_300ms(),
             || {
@@ -772,7 +791,7 @@ mod generic_retry {
             },
         )
         .await;
-        took(start.elapsed(), ms(300), ms(400));
+        assert_eq!(start.elapsed(), ms(300));
 
         assert_eq!(result.unwrap(), 503);
         assert_eq!(attempts.load(Ordering::SeqCst), 2);
