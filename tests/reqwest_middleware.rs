@@ -35,6 +35,14 @@ fn quick() -> RetryPolicyBuilder {
         .max_retries(2)
 }
 
+/// reqwest's own timeout, in the tests of what a client timeout does: long enough for every attempt to
+/// reach the server, which the tests count, before it times out. At 100 ms, with every test binary
+/// running at once on two cores, the third attempt once timed out before wiremock had received it.
+const CLIENT_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// A delay no test waits out: the server answers after the client has timed out.
+const NEVER: Duration = Duration::from_secs(60);
+
 fn reqwest_client() -> reqwest::ClientBuilder {
     // A proxy from the environment must not stand between the client and the loopback server.
     reqwest::Client::builder().no_proxy()
@@ -502,13 +510,13 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
 async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
     let server = MockServer::start().await;
     Mock::given(path("/"))
-        .respond_with(ResponseTemplate::new(200).set_delay(ms(1000)))
+        .respond_with(ResponseTemplate::new(200).set_delay(NEVER))
         .mount(&server)
         .await;
     let events = Events::default();
     // The default budget: a new client's starting credit pays for retrying its first two timeouts.
     let client = client_with(
-        reqwest_client().timeout(ms(100)).build().unwrap(),
+        reqwest_client().timeout(CLIENT_TIMEOUT).build().unwrap(),
         quick().on_retry(events.hook()).build().unwrap(),
     );
 
@@ -538,11 +546,11 @@ async fn client_timeouts_are_returned_as_reqwest_errors_after_retrying_a_get() {
 async fn a_post_that_timed_out_is_not_replayed() {
     let server = MockServer::start().await;
     Mock::given(path("/"))
-        .respond_with(ResponseTemplate::new(200).set_delay(ms(1000)))
+        .respond_with(ResponseTemplate::new(200).set_delay(NEVER))
         .mount(&server)
         .await;
     let client = client_with(
-        reqwest_client().timeout(ms(100)).build().unwrap(),
+        reqwest_client().timeout(CLIENT_TIMEOUT).build().unwrap(),
         quick().build().unwrap(),
     );
 
@@ -769,7 +777,7 @@ async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_sta
     // from the floor (see `RetryBudget`, "Timeouts").
     let server = MockServer::start().await;
     Mock::given(path("/slow"))
-        .respond_with(ResponseTemplate::new(200).set_delay(ms(1000)))
+        .respond_with(ResponseTemplate::new(200).set_delay(NEVER))
         .mount(&server)
         .await;
     Mock::given(path("/busy"))
@@ -777,7 +785,7 @@ async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_sta
         .mount(&server)
         .await;
     let client = client_with(
-        reqwest_client().timeout(ms(100)).build().unwrap(),
+        reqwest_client().timeout(CLIENT_TIMEOUT).build().unwrap(),
         quick().max_retries(5).build().unwrap(),
     );
 
