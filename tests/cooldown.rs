@@ -5,15 +5,20 @@
 //! Through both adapters a reqwest user has (`RetryMiddleware`, and `RetryLayer` over
 //! `reqwest::Client`), against axum servers on loopback that timestamp each request, in real time:
 //! the pauses asked for are 1 s. Lower bounds are exact; upper bounds leave room for a loaded machine.
+//! Failing fast is checked on tokio's paused clock against servers in process, where "at once" is
+//! exact: no time passes.
 #![cfg(all(feature = "reqwest-middleware", feature = "tower"))]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stagger::{Backoff, RetryAfterMode, RetryLayer, RetryPolicy, RetryPolicyBuilder, StopReason};
+use tokio::time::Instant;
 
 mod common;
 
-use common::loopback::{Adapter, Failure, Retries, Server, both, info, ms, reply, took};
+use common::scripted::{
+    Adapter, Failure, Retries, Server, both, both_paused, info, ms, reply, took,
+};
 
 /// Room for a loaded machine above a lower bound.
 const SLACK: Duration = ms(500);
@@ -242,9 +247,10 @@ fn a_retry_in_flight_when_its_host_asks_for_a_pause_waits_for_the_pause_and_logs
 // Failing fast
 // ---------------------------------------------------------------------------------------------------
 
-/// Sends a GET to a server that answers it 429 with `Retry-After: retry_after`, then a second one:
-/// checks that the first comes back with the 429 intact, stopped for `first_stop`, and that the
-/// second fails at once without reaching the server. Returns the second call's rejection.
+/// Sends a GET to a server in process that answers it 429 with `Retry-After: retry_after`, then a
+/// second one, on the paused clock: checks that the first comes back with the 429 intact at once,
+/// stopped for `first_stop`, and that the second fails at once without reaching the server. Returns
+/// the second call's rejection.
 async fn rejected_after(
     adapter: Adapter,
     policy: RetryPolicyBuilder,
@@ -252,7 +258,7 @@ async fn rejected_after(
     first_stop: StopReason,
 ) -> stagger::Rejected {
     let events = common::capture();
-    let server = Server::start().await;
+    let server = Server::in_process();
     let client = adapter.client(policy.host_cooldown(true).build().unwrap());
     let limited = reply(429)
         .header("Retry-After", retry_after)
@@ -261,7 +267,8 @@ async fn rejected_after(
 
     let start = Instant::now();
     let refused = client.get(&url).await.unwrap();
-    took(adapter, "the 429", start.elapsed(), ms(0), ms(300));
+    // Handed back without a wait, in virtual time: not even a timer's millisecond.
+    assert_eq!(start.elapsed(), Duration::ZERO, "{adapter:?}: the 429");
     assert_eq!(refused.status(), 429, "{adapter:?}");
     assert_eq!(refused.headers()["x-answer"], "first", "{adapter:?}");
     assert_eq!(info(&refused).attempts(), 1, "{adapter:?}");
@@ -274,16 +281,21 @@ async fn rejected_after(
 
     let start = Instant::now();
     let failure = client.clone().get(&url).await.unwrap_err();
-    took(adapter, "the rejection", start.elapsed(), ms(0), ms(100));
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "{adapter:?}: the rejection"
+    );
     let Failure::Rejected(rejected) = failure else {
         panic!("{adapter:?}: stagger::Rejected, got {failure:?}");
     };
     assert_eq!(rejected.info().stop_reason(), Some(StopReason::Cooldown));
     assert_eq!(rejected.info().attempts(), 0, "{adapter:?}");
     assert_eq!(rejected.reason(), StopReason::Cooldown, "{adapter:?}");
-    let asked = Duration::from_secs(retry_after);
-    assert!(
-        rejected.pause() <= asked && rejected.pause() > asked - ms(500),
+    // The whole pause is left: no time has passed since the 429.
+    assert_eq!(
+        rejected.pause(),
+        Duration::from_secs(retry_after),
         "{adapter:?}: {rejected:?}"
     );
     assert_eq!(
@@ -302,7 +314,7 @@ async fn rejected_after(
 
 #[test]
 fn a_pause_longer_than_max_retry_after_fails_the_next_request_at_once_unsent() {
-    both(|adapter| async move {
+    both_paused(|adapter| async move {
         let policy = RetryPolicy::builder().max_retry_after(Duration::from_secs(5));
         let rejected = rejected_after(adapter, policy, 60, StopReason::RetryAfterTooLong).await;
         let message = rejected.to_string();
@@ -354,7 +366,7 @@ fn a_retry_whose_host_asked_meanwhile_for_a_pause_past_max_retry_after_is_not_ta
 
 #[test]
 fn a_pause_ending_past_the_deadline_fails_the_next_request_at_once_unsent() {
-    both(|adapter| async move {
+    both_paused(|adapter| async move {
         // The pause is within max_retry_after (30 s), but outlasts the whole call's 1 s.
         let policy = RetryPolicy::builder().max_elapsed(Duration::from_secs(1));
         let rejected = rejected_after(adapter, policy, 10, StopReason::Deadline).await;

@@ -549,7 +549,7 @@ mod pushback {
     use stagger::{Backoff, RetryAfterMode, RetryEvent};
     use tower::Layer;
 
-    use super::common::loopback::{self, Server, both, reply};
+    use super::common::scripted::{self as loopback, Server, both, reply};
     use super::scripted::{Answer, answer, backend, get, ms};
     use super::*;
 

@@ -1819,14 +1819,18 @@ mod reqwest_client {
     #[tokio::test]
     async fn a_client_timeout_is_retried_and_the_error_still_answers_is_timeout() {
         let server = MockServer::start().await;
+        // Answered after a minute, which no test waits out. reqwest's timeout is long enough for every
+        // attempt to reach the server, which counts them, before it times out: at 50 ms, with every
+        // test binary running at once on two cores, the third attempt once timed out before wiremock
+        // had received it.
         Mock::given(method("GET"))
-            .respond_with(ResponseTemplate::new(200).set_delay(ms(500)))
+            .respond_with(ResponseTemplate::new(200).set_delay(ms(60_000)))
             .expect(3)
             .mount(&server)
             .await;
         let client = reqwest::Client::builder()
             .no_proxy()
-            .timeout(ms(50))
+            .timeout(ms(1000))
             .build()
             .unwrap();
         let (policy, events) = recorded(quick().max_retries(2));

@@ -2,6 +2,8 @@
 //! defaults ([`defaults`]).
 
 mod defaults;
+#[cfg(test)]
+mod tests;
 
 use std::cell::RefCell;
 use std::rc::Rc;

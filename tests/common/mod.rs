@@ -1,10 +1,11 @@
-//! What more than one test binary uses: capturing the `tracing` events of a test, and (in `loopback`)
-//! servers and clients over real sockets.
+//! What more than one test binary uses: capturing the `tracing` events of a test, and (in `scripted`)
+//! servers, on loopback or in process, and the clients of both reqwest adapters.
 #![allow(dead_code)] // each test binary uses its own part of it
 
-/// Loopback servers and both reqwest adapters, for the pushback and cooldown tests.
+/// Scripted servers, on loopback or in process, and both reqwest adapters, for the pushback and
+/// cooldown tests.
 #[cfg(all(feature = "reqwest-middleware", feature = "tower"))]
-pub mod loopback;
+pub mod scripted;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -80,21 +80,40 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 ///
 /// ```
 /// use std::time::Duration;
-/// use stagger::{Backoff, RetryBudget, RetryPolicy};
+/// use stagger::{Backoff, Outcome, Reason, RetryBudget, RetryPolicy, StopReason};
 ///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), stagger::ConfigError> {
 /// let backend = RetryBudget::builder()
 ///     .ratio(0.1) // retries may add 10 % to the load…
 ///     .min_per_second(5) // …plus 5 retries a second, whatever the traffic…
 ///     .window(Duration::from_secs(10)) // …counted over the last 10 s.
 ///     .build()?;
-/// let reads = RetryPolicy::builder().budget(backend.clone()).build()?;
+/// let reads = RetryPolicy::builder()
+///     .backoff(Backoff::fixed(Duration::from_millis(10)))
+///     .max_retries(100)
+///     .budget(backend.clone())
+///     .build()?;
 /// let writes = RetryPolicy::builder()
 ///     .backoff(Backoff::exponential(Duration::from_millis(500)))
 ///     .max_retries(1)
 ///     .budget(backend)
 ///     .build()?;
-/// assert_eq!(reads.budget().unwrap().ratio(), writes.budget().unwrap().ratio());
-/// # Ok::<(), stagger::ConfigError>(())
+///
+/// // The backend is down. A read retries until the budget is spent: the floor, 5 a second over
+/// // 10 s, and a tenth of a retry for the one request sent.
+/// let down = || async { Err::<(), _>("connection refused") };
+/// let refused = |_: &Result<(), &str>| Outcome::RetrySafe(Reason::Connect);
+/// let read = stagger::retry(&reads, down, refused).await.unwrap_err();
+/// assert_eq!(read.info().retries(), 50);
+/// assert_eq!(read.info().stop_reason(), Some(StopReason::Budget));
+///
+/// // The write draws on the same account: nothing is left for it, and it is not retried.
+/// let write = stagger::retry(&writes, down, refused).await.unwrap_err();
+/// assert_eq!(write.info().retries(), 0);
+/// assert_eq!(write.info().stop_reason(), Some(StopReason::Budget));
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// A policy built without [`RetryPolicyBuilder::budget`](crate::RetryPolicyBuilder::budget) gets a

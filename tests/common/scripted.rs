@@ -1,20 +1,28 @@
-//! Server pushback over real sockets: a loopback server that answers from a script and timestamps
-//! every request it receives, and the two ways a reqwest user takes stagger — `RetryMiddleware`, and
-//! `RetryLayer` over `reqwest::Client` — behind one `Client`, so that each test runs through both.
+//! Servers that answer from a script and timestamp every request they receive, and the two ways a
+//! reqwest user takes stagger — `RetryMiddleware`, and `RetryLayer` over `reqwest::Client` — behind one
+//! `Client`, so that each test runs through both.
+//!
+//! A server listens on loopback ([`Server::start`], axum, real time) for what is about the wire, or
+//! answers in process ([`Server::in_process`], no socket, no I/O) for what is about time: there the
+//! tests run on tokio's paused clock ([`both_paused`]), so that a delay is measured exactly rather than
+//! bounded on a machine that may be loaded. A client from [`Adapter::client`] reaches both kinds.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use stagger::{
     Rejected, RetryEvent, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, RetryReport,
 };
+use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
 pub const fn ms(millis: u64) -> Duration {
@@ -49,9 +57,22 @@ impl Reply {
         self.after = delay;
         self
     }
+
+    fn response(self) -> http::Response<String> {
+        let mut response = http::Response::new(self.status.to_string());
+        *response.status_mut() = StatusCode::from_u16(self.status).unwrap();
+        for (name, value) in self.headers {
+            response.headers_mut().append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(&value).unwrap(),
+            );
+        }
+        response
+    }
 }
 
-/// A request as the server saw it: when it arrived, on the monotonic clock and on the wall clock.
+/// A request as the server saw it: when it arrived, on tokio's clock (paused or not) and on the wall
+/// clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival {
     pub at: Instant,
@@ -64,25 +85,79 @@ struct Script {
     arrivals: Vec<(String, Arrival)>,
 }
 
-/// An axum server on loopback. Each path is answered from its script, then with 200; every request is
-/// timestamped when the handler sees it, before it answers, so that the time between two arrivals is
-/// never more than the client waited in between.
+/// Answers a request for `path` from `script`: timestamped when it arrives, before it is answered,
+/// so that the time between two arrivals is never more than the client waited in between; then its
+/// scripted reply, or a 200.
+async fn answer(script: &Mutex<Script>, path: String) -> http::Response<String> {
+    let arrival = Arrival {
+        at: Instant::now(),
+        wall: SystemTime::now(),
+    };
+    let scripted = {
+        let mut script = script.lock().unwrap();
+        script.arrivals.push((path.clone(), arrival));
+        script.replies.get_mut(&path).and_then(VecDeque::pop_front)
+    };
+    let reply = scripted.unwrap_or_else(|| reply(200));
+    if !reply.after.is_zero() {
+        tokio::time::sleep(reply.after).await;
+    }
+    reply.response()
+}
+
+/// A scripted server. Each path is answered from its script, then with 200.
 #[derive(Clone)]
 pub struct Server {
     base: String,
     script: Arc<Mutex<Script>>,
 }
 
+/// The scripts of the in-process servers, by host name.
+type InProcess = Mutex<HashMap<String, Arc<Mutex<Script>>>>;
+
+fn in_process() -> &'static InProcess {
+    static SERVERS: OnceLock<InProcess> = OnceLock::new();
+    SERVERS.get_or_init(InProcess::default)
+}
+
+/// The script of the in-process server `url` is for, if it is for one.
+fn in_process_script(url: &reqwest::Url) -> Option<Arc<Mutex<Script>>> {
+    let servers = in_process().lock().unwrap();
+    servers.get(url.host_str()?).map(Arc::clone)
+}
+
 impl Server {
+    /// An axum server on loopback.
     pub async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let script = Arc::new(Mutex::new(Script::default()));
         let app = Router::new()
-            .fallback(answer)
+            .fallback(
+                |State(script): State<Arc<Mutex<Script>>>, uri: Uri| async move {
+                    answer(&script, uri.path().to_owned()).await
+                },
+            )
             .with_state(Arc::clone(&script));
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { base, script }
+    }
+
+    /// A server in process, on a host name of its own: the clients of [`Adapter::client`] answer its
+    /// requests from its script without a socket.
+    pub fn in_process() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let host = format!(
+            "server-{}.in-process.test",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let script = Arc::new(Mutex::new(Script::default()));
+        let servers = &mut in_process().lock().unwrap();
+        servers.insert(host.clone(), Arc::clone(&script));
+        Self {
+            base: format!("http://{host}"),
+            script,
+        }
     }
 
     /// Scripts the answers to `path`, and returns its URL.
@@ -124,30 +199,56 @@ impl Server {
     }
 }
 
-async fn answer(State(script): State<Arc<Mutex<Script>>>, uri: Uri) -> Response {
-    let arrival = Arrival {
-        at: Instant::now(),
-        wall: SystemTime::now(),
-    };
-    let path = uri.path().to_owned();
-    let scripted = {
-        let mut script = script.lock().unwrap();
-        script.arrivals.push((path.clone(), arrival));
-        script.replies.get_mut(&path).and_then(VecDeque::pop_front)
-    };
-    let reply = scripted.unwrap_or_else(|| reply(200));
-    if !reply.after.is_zero() {
-        tokio::time::sleep(reply.after).await;
+/// An in-process server's answer to `request`.
+async fn answer_in_process(
+    script: &Mutex<Script>,
+    request: &reqwest::Request,
+) -> reqwest::Response {
+    reqwest::Response::from(answer(script, request.url().path().to_owned()).await)
+}
+
+/// The last link of a middleware client's chain: answers the requests for an in-process server, and
+/// sends the others on.
+struct InProcessServers;
+
+#[async_trait::async_trait]
+impl Middleware for InProcessServers {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        match in_process_script(request.url()) {
+            Some(script) => Ok(answer_in_process(&script, &request).await),
+            None => next.run(request, extensions).await,
+        }
     }
-    let status = StatusCode::from_u16(reply.status).unwrap();
-    let mut response = (status, reply.status.to_string()).into_response();
-    for (name, value) in reply.headers {
-        response.headers_mut().append(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(&value).unwrap(),
-        );
+}
+
+/// The service under a `RetryLayer`: a `reqwest::Client`, which answers the requests for an
+/// in-process server itself.
+#[derive(Clone)]
+pub struct Transport(reqwest::Client);
+
+type Sent = Pin<Box<dyn Future<Output = Result<reqwest::Response, reqwest::Error>> + Send>>;
+
+impl tower::Service<reqwest::Request> for Transport {
+    type Response = reqwest::Response;
+    type Error = reqwest::Error;
+    type Future = Sent;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), reqwest::Error>> {
+        // As `reqwest::Client`'s own `poll_ready`: always ready.
+        Poll::Ready(Ok(()))
     }
-    response
+
+    fn call(&mut self, request: reqwest::Request) -> Sent {
+        match in_process_script(request.url()) {
+            Some(script) => Box::pin(async move { Ok(answer_in_process(&script, &request).await) }),
+            None => Box::pin(self.0.execute(request)),
+        }
+    }
 }
 
 /// The two adapters a reqwest user has.
@@ -168,9 +269,10 @@ impl Adapter {
             Self::Middleware => Client::Middleware(
                 ClientBuilder::new(reqwest)
                     .with(RetryMiddleware::new(policy))
+                    .with(InProcessServers)
                     .build(),
             ),
-            Self::Layer => Client::Layer(RetryLayer::new(policy).layer(reqwest)),
+            Self::Layer => Client::Layer(RetryLayer::new(policy).layer(Transport(reqwest))),
         }
     }
 }
@@ -178,6 +280,24 @@ impl Adapter {
 /// Runs `test` once through each adapter, at the same time, each on a thread and a current-thread
 /// runtime of its own: the waits overlap, and `common::capture` sees one adapter's events per thread.
 pub fn both<F, Fut>(test: F)
+where
+    F: Fn(Adapter) -> Fut + Sync,
+    Fut: Future<Output = ()>,
+{
+    run_both(false, test);
+}
+
+/// [`both`] on tokio's paused clock, for in-process servers: the clock moves only when every task
+/// waits on it, straight to the next timer.
+pub fn both_paused<F, Fut>(test: F)
+where
+    F: Fn(Adapter) -> Fut + Sync,
+    Fut: Future<Output = ()>,
+{
+    run_both(true, test);
+}
+
+fn run_both<F, Fut>(paused: bool, test: F)
 where
     F: Fn(Adapter) -> Fut + Sync,
     Fut: Future<Output = ()>,
@@ -192,6 +312,7 @@ where
                 .spawn_scoped(scope, move || {
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
+                        .start_paused(paused)
                         .build()
                         .unwrap()
                         .block_on(test(adapter));
@@ -210,7 +331,7 @@ where
 #[derive(Clone)]
 pub enum Client {
     Middleware(ClientWithMiddleware),
-    Layer(stagger::tower::Retry<reqwest::Client>),
+    Layer(stagger::tower::Retry<Transport>),
 }
 
 /// How a call ended without a response.
