@@ -62,6 +62,9 @@ pub enum StopReason {
     /// what the client sent (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     Throttled,
+    /// A supervised task reached its restart limit (see
+    /// [`RestartPolicyBuilder::max_restarts`](crate::RestartPolicyBuilder::max_restarts)).
+    MaxRestarts,
 }
 
 impl StopReason {
@@ -90,6 +93,7 @@ impl StopReason {
             Self::NotReady => "not_ready",
             Self::Cooldown => "cooldown",
             Self::Throttled => "throttled",
+            Self::MaxRestarts => "max_restarts",
         }
     }
 }
@@ -108,6 +112,7 @@ impl fmt::Display for StopReason {
             Self::NotReady => "service not ready",
             Self::Cooldown => "host cooling down",
             Self::Throttled => "throttled locally",
+            Self::MaxRestarts => "restart limit reached",
         })
     }
 }

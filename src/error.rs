@@ -54,6 +54,12 @@ pub enum ConfigError {
     AdaptiveThrottleWindow(Duration),
     /// `hedge_after` is zero: every request would be sent twice.
     HedgeAfter(Duration),
+    /// A restart policy's [`healthy_after`](crate::RestartPolicyBuilder::healthy_after) is zero: every
+    /// run would be healthy, and a task that fails at once would be restarted at once, forever.
+    HealthyAfter(Duration),
+    /// The window of a restart policy's [`max_restarts`](crate::RestartPolicyBuilder::max_restarts)
+    /// is zero: no restart would count against the limit.
+    RestartWindow(Duration),
 }
 
 impl fmt::Display for ConfigError {
@@ -118,6 +124,16 @@ impl fmt::Display for ConfigError {
                 f,
                 "attempt_timeout must be greater than zero, got {timeout:?} (use no_attempt_timeout() for none)"
             ),
+            Self::HealthyAfter(after) => write!(
+                f,
+                "healthy_after must be greater than zero, got {after:?}: a task that fails at once would \
+                 be restarted at once, forever (use healthy_after(None) for delays that never start over)"
+            ),
+            Self::RestartWindow(within) => write!(
+                f,
+                "max_restarts' window must be greater than zero, got {within:?}: no restart would count \
+                 against the limit (use max_restarts(None, ..) for no limit)"
+            ),
         }
     }
 }
@@ -126,7 +142,8 @@ impl std::error::Error for ConfigError {}
 
 /// How a call ended when it ended without a response: the inner service's error, or a time limit.
 ///
-/// Returned by the tower [`Retry`](crate::tower::Retry) service and by [`retry()`](crate::retry()); the
+/// Returned by the tower [`Retry`](crate::tower::Retry) service, by [`retry()`](crate::retry()) and,
+/// when a task reaches its restart limit, by [`supervise()`](crate::supervise()); the
 /// `reqwest-middleware` adapter returns `reqwest_middleware::Error` as it came from the chain and gives
 /// the [`RetryInfo`] through the request's extensions instead (see [`RetryMiddleware`]).
 ///
@@ -454,11 +471,15 @@ impl<E: fmt::Debug + 'static> fmt::Debug for Error<E> {
     }
 }
 
-/// "gave up after 3 attempts", or "gave up after 1 attempt".
+/// "gave up after 3 attempts", or "gave up after 1 attempt"; "gave up after 5 restarts" for a
+/// supervised task, whose attempts are its runs.
 fn gave_up(f: &mut fmt::Formatter<'_>, info: &RetryInfo) -> fmt::Result {
-    let attempts = info.attempts();
-    let plural = if attempts == 1 { "" } else { "s" };
-    write!(f, "gave up after {attempts} attempt{plural}")
+    let (count, what) = match info.stop_reason() {
+        Some(StopReason::MaxRestarts) => (info.retries(), "restart"),
+        _ => (info.attempts(), "attempt"),
+    };
+    let plural = if count == 1 { "" } else { "s" };
+    write!(f, "gave up after {count} {what}{plural}")
 }
 
 /// What the retries did, in parentheses: the stop reason (unless it is the one already said), the

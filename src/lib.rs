@@ -30,7 +30,8 @@
 //! |---|---|
 //! | retry a reqwest-middleware client | [`RetryMiddleware`] (feature `reqwest-middleware`) |
 //! | retry `reqwest::Client`, hyper-util's client or any `tower::Service` | [`RetryLayer`] (feature `tower`, on by default) |
-//! | retry any async operation: a reconnect loop, a restarting worker | [`retry()`] |
+//! | retry any async operation until it succeeds: a connect, a query | [`retry()`] |
+//! | keep a long-running task alive: a restarting worker, a consumer that reconnects | [`supervise()`], with [`RestartPolicy::builder`] and [`RestartEvent`] |
 //! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
 //! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
 //! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`] |
@@ -179,6 +180,7 @@ mod builder;
 mod call;
 pub mod classify;
 mod cooldown;
+mod engine;
 mod error;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 mod hedge;
@@ -198,6 +200,7 @@ mod retry_after;
 mod rng;
 mod sfv;
 mod state;
+mod supervise;
 mod throttle;
 mod timer;
 
@@ -211,6 +214,8 @@ pub use crate::backoff::{Backoff, Delays, Jitter};
 pub use crate::budget::{RetryBudget, RetryBudgetBuilder};
 pub use crate::builder::RetryPolicyBuilder;
 pub use crate::classify::{Outcome, Reason};
+pub use crate::engine::restart::RestartEvent;
+pub use crate::engine::restart_policy::{RestartPolicy, RestartPolicyBuilder};
 pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 pub use crate::pushback::server_delay;
@@ -218,6 +223,7 @@ pub use crate::rejected::Rejected;
 pub use crate::replay_body::ReplayBody;
 pub use crate::retry::retry;
 pub use crate::retry_after::parse_retry_after;
+pub use crate::supervise::supervise;
 
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};

@@ -1,0 +1,4 @@
+//! I/O-free decisions.
+
+pub(crate) mod restart;
+pub(crate) mod restart_policy;
