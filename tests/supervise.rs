@@ -1,6 +1,6 @@
 //! `stagger::supervise` in virtual time: the schedule of restarts (the backoff of failures in a row,
 //! the reset after a healthy run), the restart limit, the stop during a sleep and during a run, a run
-//! that returns, and the hook.
+//! that returns, and the hook; and the tower `Restarting` make service behind `tower::reconnect`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -383,4 +383,90 @@ async fn a_task_that_fails_at_once_does_not_keep_the_thread() {
     stagger::supervise(&policy, || async { Err::<(), ()>(()) }, stop)
         .await
         .unwrap();
+}
+
+/// The tower adapter: `Restarting` delays the connections `tower::reconnect::Reconnect` makes.
+#[cfg(feature = "tower")]
+mod tower_reconnect {
+    use std::future::Ready;
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use stagger::tower::Restarting;
+    use tower::reconnect::Reconnect;
+    use tower::{Service, ServiceExt, service_fn};
+
+    use super::*;
+
+    /// A connection: answers until its flag is cleared, then fails its `poll_ready`.
+    struct Connection {
+        alive: Arc<AtomicBool>,
+    }
+
+    impl Service<u32> for Connection {
+        type Response = u32;
+        type Error = io::Error;
+        type Future = Ready<Result<u32, io::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+            Poll::Ready(match self.alive.load(Ordering::Relaxed) {
+                true => Ok(()),
+                false => Err(io::ErrorKind::ConnectionReset.into()),
+            })
+        }
+
+        fn call(&mut self, request: u32) -> Self::Future {
+            std::future::ready(Ok(request))
+        }
+    }
+
+    type Made = Pin<Box<dyn Future<Output = io::Result<Connection>> + Send>>;
+
+    #[tokio::test(start_paused = true)]
+    async fn reconnects_wait_the_restart_schedule_and_start_over_after_a_healthy_connection() {
+        let start = Instant::now();
+        let makes = Arc::new(Mutex::new(Vec::new()));
+        let current = Arc::new(Mutex::new(Arc::new(AtomicBool::new(true))));
+        // Refuses its first three connections and its sixth, and connects otherwise.
+        let make = {
+            let (makes, current) = (Arc::clone(&makes), Arc::clone(&current));
+            service_fn(move |_target: &'static str| -> Made {
+                let mut makes = makes.lock().unwrap();
+                makes.push(start.elapsed());
+                if makes.len() <= 3 || makes.len() == 6 {
+                    return Box::pin(async { Err(io::ErrorKind::ConnectionRefused.into()) });
+                }
+                let alive = Arc::new(AtomicBool::new(true));
+                *current.lock().unwrap() = Arc::clone(&alive);
+                Box::pin(async move { Ok(Connection { alive }) })
+            })
+        };
+        let policy = exact(RestartPolicy::builder())
+            .healthy_after(SECOND)
+            .build()
+            .unwrap();
+        let mut service = Reconnect::new(Restarting::new(&policy, make), "db");
+        // Each refusal fails the call that met it; the next connection waits its delay.
+        for _ in 0..3 {
+            assert!(service.ready().await.unwrap().call(7).await.is_err());
+        }
+        assert_eq!(service.ready().await.unwrap().call(7).await.unwrap(), 7);
+        assert_eq!(*makes.lock().unwrap(), ms([0, 100, 300, 700]));
+
+        // Up 5 s, then lost: a healthy connection, remade at once.
+        sleep(5 * SECOND).await;
+        current.lock().unwrap().store(false, Ordering::Relaxed);
+        assert_eq!(service.ready().await.unwrap().call(8).await.unwrap(), 8);
+        // Lost again after 500 ms, short of healthy: the next make waits 100 ms, is refused, and the
+        // one after it waits 200 ms.
+        sleep(500 * MS).await;
+        current.lock().unwrap().store(false, Ordering::Relaxed);
+        assert!(service.ready().await.unwrap().call(9).await.is_err());
+        assert_eq!(service.ready().await.unwrap().call(9).await.unwrap(), 9);
+        assert_eq!(
+            *makes.lock().unwrap(),
+            ms([0, 100, 300, 700, 5700, 6300, 6500])
+        );
+    }
 }

@@ -176,6 +176,13 @@ impl RestartPolicy {
         RestartState::new(self.shared.streams.next_stream(), self.max_restarts())
     }
 
+    /// A fresh schedule of restarts that never gives up, for an adapter that has nothing to give up
+    /// with.
+    #[cfg(feature = "tower")]
+    pub(crate) fn start_without_limit(&self) -> RestartState {
+        RestartState::new(self.shared.streams.next_stream(), None)
+    }
+
     /// Tells the hook, if there is one, of a restart.
     pub(crate) fn notify(&self, event: &RestartEvent) {
         if let Some(hook) = &self.shared.on_restart {
