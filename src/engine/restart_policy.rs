@@ -38,9 +38,9 @@ type RestartHook = dyn Fn(&RestartEvent) + Send + Sync;
 ///
 /// Why, against the peers' documented schedules:
 ///
-/// - **1 s, doubling**: gRPC's connection backoff, task-supervisor and Kubernetes' KEP-4603 start at
-///   1 s; Kubernetes' CrashLoopBackOff itself starts at 10 s, which that proposal found too slow to
-///   bring back a container whose dependency was back. Base 2, as Kubernetes and task-supervisor.
+/// - **1 s, doubling**: gRPC's connection backoff and task-supervisor start at 1 s, and Kubernetes'
+///   KEP-4603 proposes 1 s for its CrashLoopBackOff instead of 10 s. Base 2, as Kubernetes and
+///   task-supervisor.
 /// - **20 s cap**, the cap of every [`Backoff`]: it bounds how long a worker stays down after its
 ///   dependency is back, at most 20 s and 10 s on average under full jitter. Kubernetes caps at 300 s
 ///   (KEP-4603: 60 s), gRPC at 120 s (±20 %), task-supervisor at 30 s (±10 %).
