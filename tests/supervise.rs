@@ -1,6 +1,9 @@
 //! `stagger::supervise` in virtual time: the schedule of restarts (the backoff of failures in a row,
 //! the reset after a healthy run), the restart limit, the stop during a sleep and during a run, a run
-//! that returns, and the hook; and the tower `Restarting` make service behind `tower::reconnect`.
+//! that returns, the hook, the `tracing` events and the metrics; and the tower `Restarting` make
+//! service behind `tower::reconnect`.
+
+mod common;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -383,6 +386,143 @@ async fn a_task_that_fails_at_once_does_not_keep_the_thread() {
     stagger::supervise(&policy, || async { Err::<(), ()>(()) }, stop)
         .await
         .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_restart_is_a_debug_event_and_the_limit_a_warning() {
+    let events = common::capture();
+    let policy = exact(RestartPolicy::builder())
+        .healthy_after(SECOND)
+        .max_restarts(2, 60 * SECOND)
+        .build()
+        .unwrap();
+    let script = Script::new([2 * SECOND]);
+    let _ = stagger::supervise(&policy, script.task(), std::future::pending::<()>()).await;
+    let events = events.stagger();
+    let seen: Vec<_> = events
+        .iter()
+        .map(|e| (e.level, e.target.as_str(), e.message.as_str()))
+        .collect();
+    use tracing::Level;
+    assert_eq!(
+        seen,
+        [
+            (Level::DEBUG, "stagger::log", "restarting"),
+            (Level::DEBUG, "stagger::log", "restarting"),
+            (Level::WARN, "stagger::log", "gave up restarting"),
+        ]
+    );
+    let fields = |e: &common::Captured, names: &[&str]| -> Vec<String> {
+        names.iter().map(|name| e.field(name).to_owned()).collect()
+    };
+    let restart = [
+        "restart",
+        "failures",
+        "uptime_ms",
+        "delay_ms",
+        "run.outcome",
+    ];
+    assert_eq!(
+        fields(&events[0], &restart),
+        ["1", "0", "2000", "0", "failed"]
+    );
+    assert_eq!(
+        fields(&events[1], &restart),
+        ["2", "1", "0", "100", "failed"]
+    );
+    let gave_up = ["runs", "failures", "uptime_ms", "slept_ms", "stop.reason"];
+    assert_eq!(
+        fields(&events[2], &gave_up),
+        ["3", "2", "0", "100", "max_restarts"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_is_a_debug_event() {
+    let events = common::capture();
+    let policy = RestartPolicy::default();
+    stagger::supervise(
+        &policy,
+        std::future::pending::<Result<(), ()>>,
+        sleep(SECOND),
+    )
+    .await
+    .unwrap();
+    let events = events.stagger();
+    let [stopped] = events.as_slice() else {
+        panic!("one event: {events:#?}");
+    };
+    assert_eq!(stopped.message, "supervision stopped");
+    assert_eq!(stopped.field("restarts"), "0");
+}
+
+/// The metrics of supervised tasks, seen by `metrics-util`'s debugging recorder.
+#[cfg(feature = "metrics")]
+#[test]
+fn restarts_failures_in_a_row_uptimes_and_the_limit_are_recorded() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use stagger::metrics as names;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let policy = exact(RestartPolicy::builder())
+        .healthy_after(SECOND)
+        .max_restarts(2, 60 * SECOND)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let script = Script::new([2 * SECOND]);
+            let _ = stagger::supervise(&policy, script.task(), std::future::pending::<()>()).await;
+        })
+    });
+    let metrics: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let labels: Vec<_> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            (key.name().to_owned(), labels, value)
+        })
+        .collect();
+    let get = |name: &str| {
+        let found: Vec<_> = metrics.iter().filter(|(n, _, _)| n == name).collect();
+        assert_eq!(found.len(), 1, "{name}: {metrics:?}");
+        (&found[0].1, &found[0].2)
+    };
+    let (labels, restarts) = get(names::RESTARTS);
+    assert_eq!(labels, &["run.outcome=failed"]);
+    assert!(matches!(restarts, DebugValue::Counter(2)), "{restarts:?}");
+    let (labels, failures) = get(names::RESTART_FAILURES);
+    assert!(labels.is_empty());
+    let DebugValue::Histogram(failures) = failures else {
+        panic!("{failures:?}");
+    };
+    assert_eq!(
+        failures.iter().map(|v| v.into_inner()).collect::<Vec<_>>(),
+        [0.0, 1.0]
+    );
+    // Each run that ended: the two restarted, and the last, given up.
+    let (labels, uptimes) = get(names::RUN_UPTIME);
+    assert_eq!(labels, &["run.outcome=failed"]);
+    let DebugValue::Histogram(uptimes) = uptimes else {
+        panic!("{uptimes:?}");
+    };
+    assert_eq!(
+        uptimes.iter().map(|v| v.into_inner()).collect::<Vec<_>>(),
+        [2.0, 0.0, 0.0]
+    );
+    let (_, given_up) = get(names::RESTARTS_GIVEN_UP);
+    assert!(matches!(given_up, DebugValue::Counter(1)), "{given_up:?}");
 }
 
 /// The tower adapter: `Restarting` delays the connections `tower::reconnect::Reconnect` makes.
