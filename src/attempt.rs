@@ -61,6 +61,9 @@ pub enum StopReason {
     /// what the client sent (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     Throttled,
+    /// A supervised task reached its restart limit (see
+    /// [`RestartPolicyBuilder::max_restarts`](crate::RestartPolicyBuilder::max_restarts)).
+    MaxRestarts,
 }
 
 impl StopReason {
@@ -89,6 +92,7 @@ impl StopReason {
             Self::NotReady => "not_ready",
             Self::Cooldown => "cooldown",
             Self::Throttled => "throttled",
+            Self::MaxRestarts => "max_restarts",
         }
     }
 }
@@ -107,6 +111,7 @@ impl fmt::Display for StopReason {
             Self::NotReady => "service not ready",
             Self::Cooldown => "host cooling down",
             Self::Throttled => "throttled locally",
+            Self::MaxRestarts => "restart limit reached",
         })
     }
 }
@@ -515,4 +520,63 @@ impl Signal {
             Self::Accepted { spent: Some(_), .. } | Self::Refused { .. }
         )
     }
+}
+
+/// A restart about to happen, as the hook of
+/// [`RestartPolicyBuilder::on_restart`](crate::RestartPolicyBuilder::on_restart) sees it: which
+/// restart, how the run before it went, and how long until the task runs again.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use stagger::{Backoff, RestartEvent, RestartPolicy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let events = Arc::new(Mutex::new(Vec::new()));
+/// let seen = Arc::clone(&events);
+/// let policy = RestartPolicy::builder()
+///     .backoff(Backoff::fixed(Duration::from_millis(100)))
+///     .healthy_after(Duration::from_secs(1))
+///     .on_restart(move |event: &RestartEvent| seen.lock().unwrap().push(*event))
+///     .build()
+///     .unwrap();
+/// // Up for 2 s, then failing at once twice.
+/// let mut run = 0;
+/// let task = || {
+///     run += 1;
+///     let uptime = if run == 1 { Duration::from_secs(2) } else { Duration::ZERO };
+///     async move {
+///         tokio::time::sleep(uptime).await;
+///         Err::<(), _>("connection reset")
+///     }
+/// };
+/// let stop = tokio::time::sleep(Duration::from_millis(2150));
+/// stagger::supervise(&policy, task, stop).await.unwrap();
+///
+/// let events = events.lock().unwrap();
+/// // A healthy run: restarted at once, no failure in a row.
+/// assert_eq!((events[0].restart, events[0].failures), (1, 0));
+/// assert_eq!((events[0].uptime, events[0].delay), (Duration::from_secs(2), Duration::ZERO));
+/// // Then one failure, which waits the backoff.
+/// assert_eq!((events[1].restart, events[1].failures, events[1].delay), (2, 1, Duration::from_millis(100)));
+/// assert!(events[1].failed);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartEvent {
+    /// Which restart this is, counting from 1 over the whole supervision.
+    pub restart: u32,
+    /// The runs in a row, this one included, that ended before
+    /// [`healthy_after`](crate::RestartPolicyBuilder::healthy_after); 0 when the run that ended was
+    /// healthy.
+    pub failures: u32,
+    /// How long the run that ended stayed up.
+    pub uptime: Duration,
+    /// How long until the task runs again.
+    pub delay: Duration,
+    /// Whether the run ended with an error; `false` when it returned `Ok` and
+    /// [`restart_on_return`](crate::RestartPolicyBuilder::restart_on_return) is on.
+    pub failed: bool,
 }

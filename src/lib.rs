@@ -30,7 +30,8 @@
 //! |---|---|
 //! | retry a reqwest-middleware client | [`RetryMiddleware`] (feature `reqwest-middleware`) |
 //! | retry `reqwest::Client`, hyper-util's client or any `tower::Service` | [`RetryLayer`] (feature `tower`, on by default) |
-//! | retry any async operation: a reconnect loop, a restarting worker | [`retry()`] |
+//! | retry any async operation until it succeeds: a connect, a query | [`retry()`] |
+//! | keep a long-running task alive: a restarting worker, a consumer that reconnects | [`supervise()`], with [`RestartPolicy::builder`] and [`RestartEvent`] |
 //! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
 //! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
 //! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`] |
@@ -182,17 +183,20 @@ mod observe;
 mod replay;
 mod retry;
 mod signals;
+mod supervise;
 
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-pub use crate::attempt::{RetryInfo, StopReason};
+pub use crate::attempt::{RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
 pub use crate::engine::builder::RetryPolicyBuilder;
 pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+
+pub use crate::engine::restart_policy::{RestartPolicy, RestartPolicyBuilder};
 pub use crate::error::Rejected;
 pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::fleet::budget::{RetryBudget, RetryBudgetBuilder};
@@ -201,6 +205,7 @@ pub use crate::replay::body::ReplayBody;
 pub use crate::retry::retry;
 pub use crate::signals::pushback::server_delay;
 pub use crate::signals::retry_after::parse_retry_after;
+pub use crate::supervise::supervise;
 
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};

@@ -1,4 +1,5 @@
-//! Retrying any async operation under a policy: reconnect loops, restarting workers.
+//! Retrying any async operation under a policy: reconnect loops, a query until it succeeds (a task that
+//! should keep running is [`supervise`](crate::supervise())'s).
 
 use std::future::{Future, poll_fn};
 use std::ops::ControlFlow;

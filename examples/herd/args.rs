@@ -8,14 +8,15 @@ pub(crate) const USAGE: &str =
 
   --clients N        clients in the herd, callers of the rate-limit scenario, whose quota is
                      0.8 N requests/s, clients of the metastable one, whose server serves
-                     N requests/s, of the tail one, who send 10 N requests/s, and of the
-                     outages one, who send N requests/s (default 1000; 200 with --real)
+                     N requests/s, of the tail one, who send 10 N requests/s, of the
+                     outages one, who send N requests/s, and workers of the restart one
+                     (default 1000; 200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
   --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
-                     herd-ratelimit.svg, herd-metastable.svg, herd-tail.svg and
-                     herd-outages.svg, creating DIR if need be (default target/herd, under
-                     CARGO_TARGET_DIR if set; --out docs for the README's); not with --real,
-                     which draws none
+                     herd-ratelimit.svg, herd-metastable.svg, herd-tail.svg,
+                     herd-outages.svg and herd-restart.svg, creating DIR if need be
+                     (default target/herd, under CARGO_TARGET_DIR if set; --out docs for the
+                     README's); not with --real, which draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
                      machine's cores); the figures are the same for any N
   --scenario NAME    outage (the herd after an outage, the Retry-After herd, and each library's
@@ -23,7 +24,8 @@ pub(crate) const USAGE: &str =
                      a token bucket, then by nginx's limit_req), metastable (a FIFO server at
                      70 % load loses half its capacity for 5 s), tail (1 % of attempts take
                      1 s, and hedging), outages (a backend restarting behind a reverse proxy,
-                     which answers 502 for 0.5 to 5 s), or all (default)
+                     which answers 502 for 0.5 to 5 s), restart (N supervised workers lose
+                     their database for 30 s), or all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run
@@ -39,6 +41,7 @@ pub(crate) enum Scenarios {
     Metastable,
     Tail,
     Outages,
+    Restart,
 }
 
 impl Scenarios {
@@ -60,6 +63,10 @@ impl Scenarios {
 
     pub(crate) fn outages(self) -> bool {
         matches!(self, Self::All | Self::Outages)
+    }
+
+    pub(crate) fn restart(self) -> bool {
+        matches!(self, Self::All | Self::Restart)
     }
 }
 
@@ -117,9 +124,10 @@ impl Args {
                         "metastable" => Scenarios::Metastable,
                         "tail" => Scenarios::Tail,
                         "outages" => Scenarios::Outages,
+                        "restart" => Scenarios::Restart,
                         other => {
                             return Err(format!(
-                                "--scenario {other}: one of outage, ratelimit, metastable, tail, outages, all"
+                                "--scenario {other}: one of outage, ratelimit, metastable, tail, outages, restart, all"
                             ));
                         }
                     };

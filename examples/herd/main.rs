@@ -45,8 +45,13 @@
 //! once for 0.5 to 5 s, under an open-loop stream of new requests; its table gives, per outage length
 //! and client (no retries, the peers, stagger's defaults), how many of the requests that met the
 //! outage still got a `200`, their attempts and latency, and the retry wave when the backend is back;
-//! its chart, `herd-outages.svg`, the success rate against the outage's length. `--scenario outage`,
-//! `ratelimit`, `metastable`, `tail` or `outages` runs one of them; all run by default.
+//! its chart, `herd-outages.svg`, the success rate against the outage's length. A seventh is a fleet
+//! of long-running workers (`restart.rs`): 1 000 workers lose their database for 30 s and are
+//! restarted by `stagger::supervise` or by the peers' restart schedules (Kubernetes, systemd,
+//! task-supervisor, Akka, gRPC); its table gives the reconnection attempts, their peak per 10 ms once
+//! the database is back and when every worker is connected again, and its chart, `herd-restart.svg`,
+//! both over time. `--scenario outage`, `ratelimit`, `metastable`, `tail`, `outages` or `restart` runs
+//! one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
@@ -56,6 +61,7 @@
 //! cargo run --release --all-features --example herd -- --scenario metastable
 //! cargo run --release --all-features --example herd -- --scenario tail
 //! cargo run --release --all-features --example herd -- --scenario outages
+//! cargo run --release --all-features --example herd -- --scenario restart
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
@@ -68,6 +74,7 @@ mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
 mod real;
 mod report;
+mod restart;
 mod server;
 mod sim;
 mod tail;
@@ -127,6 +134,14 @@ fn main() {
         }
         outages::run(&args);
     }
+    // The outages scenario's peak memory is read before the restart scenario adds to it.
+    let with_outages = peak_rss();
+    if args.scenarios.restart() {
+        if args.scenarios != args::Scenarios::Restart {
+            println!();
+        }
+        restart::run(&args);
+    }
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -168,10 +183,18 @@ fn main() {
         );
     }
     if args.scenarios.outages()
-        && let Some(peak) = peak_rss()
+        && let Some(peak) = with_outages
     {
         println!(
             "peak RSS {:.1} MiB with the outages scenario",
+            peak as f64 / 1024.0
+        );
+    }
+    if args.scenarios.restart()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the restart scenario",
             peak as f64 / 1024.0
         );
     }

@@ -65,6 +65,12 @@ pub enum ConfigError {
     /// [`RetryLayer::classify_with`](crate::RetryLayer::classify_with) was given a policy built with
     /// [`classifier`](crate::RetryPolicyBuilder::classifier), which it would never ask.
     ClassifierUnused,
+    /// A restart policy's [`healthy_after`](crate::RestartPolicyBuilder::healthy_after) is zero: every
+    /// run would be healthy, and a task that fails at once would be restarted at once, forever.
+    HealthyAfter(Duration),
+    /// The window of a restart policy's [`max_restarts`](crate::RestartPolicyBuilder::max_restarts)
+    /// is zero: no restart would count against the limit.
+    RestartWindow(Duration),
 }
 
 impl fmt::Display for ConfigError {
@@ -120,6 +126,16 @@ impl fmt::Display for ConfigError {
             Self::AdaptiveThrottleWindow(window) => write!(
                 f,
                 "adaptive_throttle_window must be within 1s..=300s, got {window:?}"
+            ),
+            Self::HealthyAfter(after) => write!(
+                f,
+                "healthy_after must be greater than zero, got {after:?}: a task that fails at once would \
+                 be restarted at once, forever (use healthy_after(None) for delays that never start over)"
+            ),
+            Self::RestartWindow(within) => write!(
+                f,
+                "max_restarts' window must be greater than zero, got {within:?}: no restart would count \
+                 against the limit (use max_restarts(None, ..) for no limit)"
             ),
             Self::ClassifierUnused => f.write_str(
                 "the policy's classifier would never be asked: classify_with judges every result \

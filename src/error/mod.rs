@@ -17,7 +17,8 @@ use crate::classify::AsError;
 
 /// How a call ended when it ended without a response: the inner service's error, or a time limit.
 ///
-/// Returned by the tower [`Retry`](crate::tower::Retry) service and by [`retry()`](crate::retry()); the
+/// Returned by the tower [`Retry`](crate::tower::Retry) service, by [`retry()`](crate::retry()) and,
+/// when a task reaches its restart limit, by [`supervise()`](crate::supervise()); the
 /// `reqwest-middleware` adapter returns `reqwest_middleware::Error` as it came from the chain and gives
 /// the [`RetryInfo`] through the request's extensions instead (see [`RetryMiddleware`]).
 ///
@@ -345,11 +346,15 @@ impl<E: fmt::Debug + 'static> fmt::Debug for Error<E> {
     }
 }
 
-/// "gave up after 3 attempts", or "gave up after 1 attempt".
+/// "gave up after 3 attempts", or "gave up after 1 attempt"; "gave up after 5 restarts" for a
+/// supervised task, whose attempts are its runs.
 fn gave_up(f: &mut fmt::Formatter<'_>, info: &RetryInfo) -> fmt::Result {
-    let attempts = info.attempts();
-    let plural = if attempts == 1 { "" } else { "s" };
-    write!(f, "gave up after {attempts} attempt{plural}")
+    let (count, what) = match info.stop_reason() {
+        Some(StopReason::MaxRestarts) => (info.retries(), "restart"),
+        _ => (info.attempts(), "attempt"),
+    };
+    let plural = if count == 1 { "" } else { "s" };
+    write!(f, "gave up after {count} {what}{plural}")
 }
 
 /// What the retries did, in parentheses: the stop reason (unless it is the one already said), the

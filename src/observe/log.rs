@@ -1,10 +1,12 @@
 //! The `tracing` events of a call, in one place: a `debug` event before each retry, and one when the
-//! retries stop — a `warn` when they stop while the request is still failing.
+//! retries stop — a `warn` when they stop while the request is still failing. And those of a
+//! supervised task ([`supervise`](crate::supervise())): a `debug` event before each restart, a `warn`
+//! when the restart limit is reached, and a `debug` one when it stops or its task returns.
 //!
 //! Field names follow OpenTelemetry's HTTP conventions where one exists (`http.request.method`,
 //! `server.address`, `url.path`, `http.request.resend_count`, `error.type`), so that a subscriber
-//! exporting to OpenTelemetry maps them as they are; the events' target is the module path
-//! (`stagger::log`), so their messages carry no prefix of their own. When a call ends, its resend count
+//! exporting to OpenTelemetry maps them as they are; the events' target is
+//! `stagger::log`, so their messages carry no prefix of their own. When a call ends, its resend count
 //! is also recorded as `http.request.resend_count` on the span current at the time — the caller's
 //! request span — if that span declares the field.
 //!
@@ -15,25 +17,36 @@
 //! |---|---|
 //! | `error.type` | why the attempt failed: a status code (`503`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or a custom classifier's [`Reason::Other`] ([`Reason::as_str`]) |
 //! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled` ([`StopReason::as_str`]) |
+//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`; `max_restarts` for a supervised task ([`StopReason::as_str`]) |
+//! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
+//!
+//! A restart's event also carries `restart` (which restart, from 1), `failures` (the runs in a row that
+//! ended before `healthy_after`, this one included), `uptime_ms` (how long the run stayed up) and
+//! `delay_ms` (how long until the next run).
 
 use std::time::Duration;
 
+use crate::attempt::RestartEvent;
 use crate::attempt::StopReason;
 use crate::classify::{Reason, RequestView};
 
 /// Emits `$level` with the request's fields when there is a view of it, and without them otherwise.
+/// The events' target: the module they were first written in, which filters (`RUST_LOG`,
+/// `EnvFilter`) and the README name, whatever file they are emitted from now.
+pub(crate) const TARGET: &str = "stagger::log";
+
 macro_rules! event {
     ($level:ident, $view:expr, $($fields:tt)*) => {
         match $view {
             Some(view) => tracing::event!(
+                target: TARGET,
                 tracing::Level::$level,
                 http.request.method = %view.method(),
                 server.address = view.host().unwrap_or_default(),
                 url.path = view.path().unwrap_or_default(),
                 $($fields)*
             ),
-            None => tracing::event!(tracing::Level::$level, $($fields)*),
+            None => tracing::event!(target: TARGET, tracing::Level::$level, $($fields)*),
         }
     };
 }
@@ -147,6 +160,50 @@ pub(crate) fn stopped(
             "stopped"
         ),
     }
+}
+
+/// How a supervised task's run ended: the `run.outcome` of its events and metrics.
+pub(crate) const fn run_outcome(failed: bool) -> &'static str {
+    if failed { "failed" } else { "returned" }
+}
+
+/// A supervised task is about to be restarted.
+pub(crate) fn restarting(event: &RestartEvent) {
+    tracing::debug!(
+        target: TARGET,
+        restart = event.restart,
+        failures = event.failures,
+        uptime_ms = millis(event.uptime),
+        delay_ms = millis(event.delay),
+        run.outcome = run_outcome(event.failed),
+        "restarting"
+    );
+}
+
+/// A supervised task reached its restart limit after `runs` runs, the last `failures` in a row short of
+/// `healthy_after`, the last up for `uptime`, with `slept` between them.
+pub(crate) fn restarts_given_up(runs: u32, failures: u32, uptime: Duration, slept: Duration) {
+    tracing::warn!(
+        target: TARGET,
+        runs,
+        failures,
+        uptime_ms = millis(uptime),
+        slept_ms = millis(slept),
+        stop.reason = StopReason::MaxRestarts.as_str(),
+        "gave up restarting"
+    );
+}
+
+/// A supervision ended at its stop signal, after `restarts` restarts.
+pub(crate) fn supervision_stopped(restarts: u32) {
+    tracing::debug!(
+        target: TARGET,restarts, "supervision stopped");
+}
+
+/// A supervised task's run returned `Ok`, which ends the supervision, after `restarts` restarts.
+pub(crate) fn supervision_returned(restarts: u32) {
+    tracing::debug!(
+        target: TARGET,restarts, "supervised task returned");
 }
 
 fn millis(duration: Duration) -> u64 {

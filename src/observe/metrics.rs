@@ -13,9 +13,16 @@
 //! | [`CALLS_GIVEN_UP`] | counter | the same, `stop.reason` | calls that ended while still failing, by why the retries stopped |
 //! | [`CALL_ATTEMPTS`] | histogram | `http.request.method`, `server.address` | attempts per call |
 //! | [`CALL_SLEPT`] | histogram (seconds) | `http.request.method`, `server.address` | time a call slept between attempts |
+//! | [`RESTARTS`] | counter | `run.outcome` | restarts of supervised tasks ([`supervise`](crate::supervise())) |
+//! | [`RESTART_FAILURES`] | histogram | none | at each restart, the runs in a row that ended before `healthy_after` (0 after a healthy run) |
+//! | [`RUN_UPTIME`] | histogram (seconds) | `run.outcome` | how long each run that ended stayed up |
+//! | [`RESTARTS_GIVEN_UP`] | counter | none | supervisions that reached their restart limit |
 //!
-//! Label names follow OpenTelemetry's HTTP conventions; `stop.reason` and `delay.reason` are stagger's
-//! own. The labels of a call made by [`retry()`](crate::retry()), which has no request, are empty.
+//! Label names follow OpenTelemetry's HTTP conventions; `stop.reason`, `delay.reason` and
+//! `run.outcome` are stagger's own. The labels of a call made by [`retry()`](crate::retry()), which has
+//! no request, are empty. A supervised task's consecutive failures and uptime are histograms rather
+//! than gauges: a process supervises many tasks, and a gauge without a label per task would hold
+//! whichever recorded last.
 //!
 //! # Label values
 //!
@@ -29,9 +36,10 @@
 //! | `error.type` | a status code (`503`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
 //! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
 //! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled` ([`StopReason::as_str`](crate::StopReason::as_str)) |
+//! | `run.outcome` | `failed`, or `returned` (a run that returned `Ok`, restarted with `restart_on_return`) |
 //!
-//! The `tracing` events carry the same tokens in their `error.type`, `delay.reason` and `stop.reason`
-//! fields.
+//! The `tracing` events carry the same tokens in their `error.type`, `delay.reason`, `stop.reason` and
+//! `run.outcome` fields.
 //!
 //! Without the feature every recording function is an empty inline function, and none of this costs
 //! anything: the success path is 8 279 instructions (tower) and 16 468 (reqwest-middleware) with the
@@ -69,10 +77,19 @@ pub const CALLS_GIVEN_UP: &str = "stagger.calls.given_up";
 pub const CALL_ATTEMPTS: &str = "stagger.call.attempts";
 /// Histogram: seconds a call slept between attempts.
 pub const CALL_SLEPT: &str = "stagger.call.slept";
+/// Counter: restarts of supervised tasks, by `run.outcome`.
+pub const RESTARTS: &str = "stagger.restarts";
+/// Histogram: at each restart of a supervised task, the runs in a row that ended before
+/// `healthy_after`.
+pub const RESTART_FAILURES: &str = "stagger.restart.failures";
+/// Histogram: seconds each run of a supervised task stayed up, by `run.outcome`.
+pub const RUN_UPTIME: &str = "stagger.run.uptime";
+/// Counter: supervisions that reached their restart limit.
+pub const RESTARTS_GIVEN_UP: &str = "stagger.restarts.given_up";
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) use imp::hedge;
-pub(crate) use imp::{call_ended, cooldown_wait, retry};
+pub(crate) use imp::{call_ended, cooldown_wait, restart, restarts_given_up, retry};
 
 #[cfg(feature = "metrics")]
 mod imp {
@@ -86,9 +103,10 @@ mod imp {
     };
 
     use super::*;
+    use crate::attempt::RestartEvent;
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
-    use crate::observe::log::DelayCause;
+    use crate::observe::log::{DelayCause, run_outcome};
 
     /// The value of a label past its bound.
     const OTHER: &str = "_OTHER";
@@ -175,7 +193,43 @@ mod imp {
                 Unit::Seconds,
                 "Time a call slept between attempts"
             );
+            describe_counter!(RESTARTS, Unit::Count, "Restarts of supervised tasks");
+            describe_histogram!(
+                RESTART_FAILURES,
+                Unit::Count,
+                "Runs in a row that ended before healthy_after, at each restart"
+            );
+            describe_histogram!(
+                RUN_UPTIME,
+                Unit::Seconds,
+                "Time each run of a supervised task stayed up"
+            );
+            describe_counter!(
+                RESTARTS_GIVEN_UP,
+                Unit::Count,
+                "Supervisions that reached their restart limit"
+            );
         });
+    }
+
+    pub(crate) fn restart(event: &RestartEvent) {
+        describe();
+        let outcome = || {
+            vec![Label::from_static_parts(
+                "run.outcome",
+                run_outcome(event.failed),
+            )]
+        };
+        counter!(RESTARTS, outcome()).increment(1);
+        histogram!(RESTART_FAILURES).record(f64::from(event.failures));
+        histogram!(RUN_UPTIME, outcome()).record(event.uptime.as_secs_f64());
+    }
+
+    pub(crate) fn restarts_given_up(uptime: Duration, failed: bool) {
+        describe();
+        counter!(RESTARTS_GIVEN_UP).increment(1);
+        let outcome = vec![Label::from_static_parts("run.outcome", run_outcome(failed))];
+        histogram!(RUN_UPTIME, outcome).record(uptime.as_secs_f64());
     }
 
     pub(crate) fn retry(view: Option<&RequestView<'_>>, reason: Reason, cause: DelayCause) {
@@ -222,9 +276,16 @@ mod imp {
 mod imp {
     use std::time::Duration;
 
+    use crate::attempt::RestartEvent;
     use crate::attempt::StopReason;
     use crate::classify::{Reason, RequestView};
     use crate::observe::log::DelayCause;
+
+    #[inline(always)]
+    pub(crate) fn restart(_: &RestartEvent) {}
+
+    #[inline(always)]
+    pub(crate) fn restarts_given_up(_: Duration, _: bool) {}
 
     #[inline(always)]
     pub(crate) fn retry(_: Option<&RequestView<'_>>, _: Reason, _: DelayCause) {}

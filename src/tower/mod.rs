@@ -1,9 +1,11 @@
 //! The tower integration: the [`Retry`] service that [`RetryLayer`](crate::RetryLayer) makes, and its
-//! future.
+//! future; and [`Restarting`], which remakes `tower::reconnect`'s connections on a restart schedule.
 
 mod future;
 pub(crate) mod layer;
+mod restarting;
 mod service;
 
 pub use future::ResponseFuture;
+pub use restarting::{Restarting, RestartingFuture};
 pub use service::Retry;

@@ -1,0 +1,166 @@
+//! Keeping a long-running task alive: runs it, restarts it on the schedule of a [`RestartPolicy`],
+//! sleeps on tokio's timer in between, and ends at a stop signal.
+
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::attempt::{RetryInfo, StopReason};
+use crate::drive::timer;
+use crate::engine::restart::{RestartDecision, RestartState};
+use crate::engine::restart_policy::RestartPolicy;
+use crate::error::Error;
+use crate::observe::{log, metrics};
+
+/// Runs `task` until `stop` completes, restarting it when a run fails, on the schedule of `policy`.
+///
+/// `task` makes one run: a future that should keep going until something breaks (a connection
+/// dropped, a consumer's stream ended in error). When a run fails it is started again after the
+/// policy's delay: a run that stayed up for
+/// [`healthy_after`](crate::RestartPolicyBuilder::healthy_after) is restarted at once and the delays
+/// start over; each failure in a row after that waits a jittered delay of the backoff, growing to its
+/// cap. There is no deadline and no limit on a run.
+///
+/// It ends with:
+///
+/// - `Ok(())` when `stop` completes, at once if it does during the sleep before a restart; a run in
+///   progress is dropped, or left to finish with
+///   [`finish_on_stop`](crate::RestartPolicyBuilder::finish_on_stop);
+/// - `Ok(())` when a run returns `Ok(())`, unless
+///   [`restart_on_return`](crate::RestartPolicyBuilder::restart_on_return) restarts it too;
+/// - an [`Error`] when the [restart limit](crate::RestartPolicyBuilder::max_restarts) is reached: the
+///   last run's error ([`inner`](Error::inner)), and in its [`info`](Error::info) the runs made
+///   ([`attempts`](RetryInfo::attempts)), the restarts ([`retries`](RetryInfo::retries)), the time
+///   slept and [`StopReason::MaxRestarts`].
+///
+/// `stop` is any future: a `CancellationToken`'s `cancelled()`, a channel's receiver,
+/// `tokio::signal::ctrl_c()`, a `tokio::time::sleep` for a deadline, or `std::future::pending()` for
+/// none; its output is ignored. The task runs inside the future `supervise` returns, not on a task of
+/// its own: it need not be `Send` or `'static`, and a panic unwinds through `supervise` as through any
+/// future (to restart after a panic, spawn the run with `tokio::spawn` and return its `JoinError`).
+///
+/// Each restart is a `debug` event of target `stagger::log` (the restart, the failures in a row, the
+/// run's uptime and the delay), and the restart limit a `warn` one; with the feature `metrics`, the
+/// counters and histograms of [`metrics`](crate::observe::metrics) count them.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::RestartPolicy;
+/// use tokio::io::AsyncReadExt;
+/// use tokio::net::TcpStream;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// # let addr = listener.local_addr().unwrap();
+/// # drop(listener);
+/// /// Reads from the server until the connection ends, which is a failure: it should not.
+/// async fn consume(addr: std::net::SocketAddr) -> std::io::Result<()> {
+///     let mut stream = TcpStream::connect(addr).await?;
+///     let mut buffer = [0; 1024];
+///     while stream.read(&mut buffer).await? > 0 {}
+///     Err(std::io::ErrorKind::UnexpectedEof.into())
+/// }
+///
+/// let policy = RestartPolicy::default();
+/// let shutdown = tokio::time::sleep(Duration::from_millis(100)); // or ctrl_c(), a token, …
+/// stagger::supervise(&policy, || consume(addr), shutdown).await.unwrap();
+/// # }
+/// ```
+pub async fn supervise<E, F, Fut, S>(
+    policy: &RestartPolicy,
+    mut task: F,
+    stop: S,
+) -> Result<(), Error<E>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    S: Future,
+{
+    let mut stop = pin!(stop);
+    let mut state = policy.start();
+    loop {
+        let started = Instant::now();
+        let ended = {
+            let mut run = pin!(task());
+            match poll_fn(|cx| until_stop(run.as_mut(), stop.as_mut(), cx)).await {
+                Raced::Stopped => {
+                    if policy.finish_on_stop() {
+                        // What the run returns after the stop is not a failure to restart.
+                        let _ = run.await;
+                    }
+                    log::supervision_stopped(state.restarts());
+                    return Ok(());
+                }
+                Raced::Ended(ended) => ended,
+            }
+        };
+        let failed = ended.is_err();
+        if !failed && !policy.restart_on_return() {
+            log::supervision_returned(state.restarts());
+            return Ok(());
+        }
+        let now = Instant::now();
+        let uptime = now.saturating_duration_since(started);
+        let event = match state.run_ended(policy, uptime, failed, now) {
+            RestartDecision::Restart(event) => event,
+            RestartDecision::GiveUp => return Err(gave_up(&state, uptime, ended)),
+        };
+        // The failed run's error is the task's to report; the restart does not need it.
+        drop(ended);
+        log::restarting(&event);
+        metrics::restart(&event);
+        policy.notify(&event);
+        if event.delay.is_zero() {
+            // A restart at once follows a healthy run only: at most one per `healthy_after`, but a
+            // task that yields nothing while it fails must still let the others run.
+            poll_fn(timer::poll_zero_delay).await;
+        } else {
+            let mut sleep = pin!(tokio::time::sleep_until(timer::after(event.delay)));
+            if let Raced::Stopped =
+                poll_fn(|cx| until_stop(sleep.as_mut(), stop.as_mut(), cx)).await
+            {
+                log::supervision_stopped(state.restarts());
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The error of a supervision that reached its restart limit, with the last run's error if it failed.
+fn gave_up<E>(state: &RestartState, uptime: Duration, ended: Result<(), E>) -> Error<E> {
+    log::restarts_given_up(state.runs(), state.failures(), uptime, state.slept());
+    metrics::restarts_given_up(uptime, ended.is_err());
+    let info = RetryInfo {
+        attempts: state.runs(),
+        slept: state.slept(),
+        cooldown: Duration::ZERO,
+        hedges: 0,
+        stop: Some(StopReason::MaxRestarts),
+    };
+    match ended {
+        Err(error) => Error::from_inner(error, info),
+        Ok(()) => Error::unsent(info),
+    }
+}
+
+/// What came first: the future's output, or the stop.
+enum Raced<T> {
+    Ended(T),
+    Stopped,
+}
+
+/// Polls `stop` first, so that a stop is never missed behind a future that is always ready.
+fn until_stop<F: Future, S: Future>(
+    future: Pin<&mut F>,
+    stop: Pin<&mut S>,
+    cx: &mut Context<'_>,
+) -> Poll<Raced<F::Output>> {
+    if stop.poll(cx).is_ready() {
+        return Poll::Ready(Raced::Stopped);
+    }
+    future.poll(cx).map(Raced::Ended)
+}
