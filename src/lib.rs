@@ -22,46 +22,37 @@
 //! # }
 //! ```
 //!
+//! # Start here
+//!
+//! 1. [`RetryMiddleware`]: retries for a reqwest-middleware client (feature `reqwest-middleware`).
+//! 2. [`RetryLayer`]: retries for `reqwest::Client`, hyper-util's client or any `tower::Service` over
+//!    `http` types (feature `tower`, on by default).
+//! 3. [`retry()`]: retries for any async operation, such as a connect or a query.
+//! 4. [`supervise()`]: restarts for a task that should run until told to stop.
+//! 5. [`RetryPolicy::builder`]: the rules they share; [`RetryPolicy::default()`] is a good start
+//!    ([defaults](#defaults)), and every call says what its retries did in a [`RetryInfo`].
+//!
 //! # Map of the crate
 //!
 //! One I/O-free engine decides, and thin adapters sleep and send.
 //!
 //! | to | use |
 //! |---|---|
-//! | retry a reqwest-middleware client | [`RetryMiddleware`] (feature `reqwest-middleware`) |
-//! | retry `reqwest::Client`, hyper-util's client or any `tower::Service` | [`RetryLayer`] (feature `tower`, on by default) |
-//! | retry any async operation until it succeeds: a connect, a query | [`retry()`] |
-//! | keep a long-running task alive: a restarting worker, a consumer that reconnects | [`supervise()`], with [`RestartPolicy::builder`] and [`RestartEvent`] |
-//! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
+//! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`]; [`RestartPolicy::builder`] for [`supervise()`] |
 //! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
-//! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`] |
+//! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`], [`RestartEvent`], [`metrics`] |
 //! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
+//! | send a body that is not `Clone` again | [`ReplayBody`] |
 //! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
 //!
 //! # Supported versions
 //!
-//! | crate | needed by | supported | lowest checked | tested with |
-//! |---|---|---|---:|---:|
-//! | reqwest | `reqwest`, `reqwest-middleware` | 0.13 | 0.13.1 | 0.13.5 |
-//! | reqwest-middleware | `reqwest-middleware` | 0.5 | 0.5.0 | 0.5.2 |
-//! | tower | always | 0.5 | 0.5.2 | 0.5.3 |
-//! | hyper | `hyper` (implied by `reqwest`) | 1 | 1.6.0 | 1.12.0 |
-//! | hyper-util | `hyper-util` (implied by `reqwest`) | 0.1 | 0.1.12 | 0.1.21 |
-//! | h2 | `h2` (implied by `reqwest`) | 0.4 | 0.4.0 | 0.4.20 |
-//! | tokio | always (its timer) | 1 | 1.47.0 | 1.54.1 |
-//! | http | always | 1 | 1.1.0 | 1.5.0 |
-//! | http-body | always (`ReplayBody` is an `http_body::Body`) | 1 | 1.0.0 | 1.1.0 |
-//! | metrics | `metrics` | 0.24 | 0.24.2 | 0.24.6 |
-//!
-//! Another major version (reqwest 0.12, reqwest-middleware 0.4, hyper 0.14) is a different crate to
-//! Rust, which `cargo tree -d` shows as a second copy; the compiler names neither version. With
-//! reqwest-middleware 0.4, `.with(RetryMiddleware::new(..))` fails with "the trait bound
-//! `RetryMiddleware: reqwest_middleware::Middleware` is not satisfied". With reqwest 0.12's client under
-//! [`RetryLayer`], `.oneshot(..)` fails with "the method `oneshot` exists for struct `Retry<Client>`, but
-//! its trait bounds were not satisfied", as it does for a request body that is not `Clone` (wrap it in
-//! [`ReplayBody`]) or an inner error that is not [`AsError`](adapter::AsError). Where the service goes to
-//! code that takes a `tower::Service`, the compiler says that "`HttpReplay` cannot copy and judge" those
-//! requests, and its notes give these fixes. The minimum supported Rust version is 1.88.
+//! reqwest 0.13, reqwest-middleware 0.5, tower 0.5, hyper 1, hyper-util 0.1, h2 0.4, tokio 1, http 1
+//! and http-body 1, metrics 0.24; Rust 1.88 or later. Another major version (reqwest 0.12,
+//! reqwest-middleware 0.4, hyper 0.14) is a different crate to Rust, which `cargo tree -d` shows as a
+//! second copy: the compiler then says that "`HttpReplay` cannot copy" those requests, or that
+//! `RetryMiddleware` is not a `Middleware`, and its notes name the fixes. The repository's
+//! `docs/compatibility.md` gives the versions checked and the compiler's messages.
 //!
 //! # The delay convention
 //!
@@ -133,21 +124,6 @@
 //! # #[cfg(not(feature = "tower"))]
 //! # fn main() {}
 //! ```
-//!
-//! # Why a retry budget, and not just `max_retries`
-//!
-//! `max_retries = 3` bounds what one request costs, not what a fleet costs: when a dependency fails
-//! outright, every request is retried three times and the failing server sees four times its normal load
-//! when it can least take it. A budget bounds the *ratio* of retries to requests instead: each request
-//! deposits, each retry withdraws, and when the account is empty retries stop until requests refill it.
-//! Under a total outage the extra load stays at the budget's percentage, plus a small floor of retries per
-//! second so that a client sending few requests can still retry at all.
-//!
-//! The accounting is Finagle's, as in tower's `TpsBudget` (ten slots across a sliding window), but exact
-//! for any percentage, never overdrawn by concurrent retries, and free of locks and clock reads on the
-//! success path: a deposit is two atomic additions, and the clock is read by one deposit in 64 and by each
-//! withdrawal. The cost of that last saving: after a quiet spell, up to 63 deposits may be counted in an
-//! older slot than their own and expire early, which only ever makes the budget stricter.
 //!
 //! # Features
 //!

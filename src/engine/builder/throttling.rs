@@ -80,7 +80,7 @@ impl RetryPolicyBuilder {
     /// and every request to a host in the cooldown takes a lock. Releasing the waiters all at once
     /// when the delay ends, or spread over it, fails against a limiter that admits a steady rate
     /// (nginx's `limit_req`): the first gets through, the next, milliseconds later, is refused and holds
-    /// the host again. The README has the figures, against nginx and in `examples/herd/`.
+    /// the host again. The repository's `docs/ratelimit.md` and `docs/real-servers.md` have the figures.
     ///
     /// Why it is off by default: a host is not always one quota. GitHub counts search, the core API
     /// and GraphQL separately on one host, and many APIs limit per endpoint or per key; a pause asked

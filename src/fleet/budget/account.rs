@@ -50,7 +50,7 @@ pub(crate) enum RetryKind {
     Timeout,
 }
 
-/// What retrying a timeout costs, in retries (`docs/herd-metastable.md` has the figures of 1 to 5).
+/// What retrying a timeout costs, in retries (`docs/metastable.md` has the figures of 1 to 5).
 pub(crate) const TIMEOUT_COST: u8 = 4;
 
 /// The slots (tenths of the window) whose deposits must also pay for a timeout's retry on their own:

@@ -21,8 +21,8 @@
 //! - **It can overdraw.** Its withdrawal checks the balance and subtracts in two steps, so concurrent
 //!   retries can all pass the check. Here withdrawals check and subtract under one short lock; they happen
 //!   only on the failure path.
-//! - **It costs every request a lock and a clock read** (69 ns per deposit in `benches/tower.rs`, more
-//!   than the rest of stagger's success path). Here a deposit is two relaxed atomic additions; the clock
+//! - **It costs every request a lock and a clock read** (measured in `benches/tower.rs`: more than
+//!   the rest of stagger's success path). Here a deposit is two relaxed atomic additions; the clock
 //!   is read by one deposit in 64 and by every withdrawal, to move the window along.
 //!
 //! The window is kept on `tokio::time::Instant`, so tests with a paused clock see it expire.
@@ -52,6 +52,14 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 /// plus [`min_per_second`](Self::min_per_second) times the window's length in seconds: under a total
 /// outage, the failing server sees at most `1 + ratio` times its load, plus that floor.
 ///
+/// # Why a budget, and not just `max_retries`
+///
+/// `max_retries` bounds what one request costs, not what a fleet costs: when a dependency fails
+/// outright, every request is retried that many times and the failing server sees several times its
+/// normal load at the moment it can least take it. A budget bounds the *ratio* of retries to requests
+/// instead, so that under a total outage the extra load stays at the ratio, plus a small floor of
+/// retries per second so that a client sending few requests can still retry at all.
+///
 /// # Timeouts
 ///
 /// A retry of a timed-out attempt costs four retries' worth, and is paid from the requests' deposits,
@@ -68,7 +76,7 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 /// timeouts' retries), which only the timeouts of calls started in its first window may spend: a
 /// client that has just started has no deposits to be judged by, and its first timed-out requests are
 /// retried; a fleet that has been running for a window pays for its timeouts' retries with its
-/// requests. Without a floor (`min_per_second(0)`) there is no credit. `docs/herd-metastable.md` has
+/// requests. Without a floor (`min_per_second(0)`) there is no credit. The repository's `docs/metastable.md` has
 /// the measurements behind these rules.
 ///
 /// # Sharing
