@@ -25,6 +25,8 @@ mod common;
 #[derive(Clone, Default)]
 struct Seen {
     requests: Arc<AtomicUsize>,
+    /// When each request's head arrived, in arrival order.
+    arrivals: Arc<std::sync::Mutex<Vec<Instant>>>,
     /// Connections closed by the client while the server held their request.
     dropped: Arc<AtomicUsize>,
 }
@@ -49,6 +51,7 @@ async fn server(hold: Duration) -> (SocketAddr, Seen) {
                         Ok(n) => request.extend_from_slice(&buf[..n]),
                     }
                 }
+                counts.arrivals.lock().unwrap().push(Instant::now());
                 let n = counts.requests.fetch_add(1, Ordering::SeqCst);
                 if n == 0 {
                     // Hold it; a read of 0 bytes means the client closed the connection.
@@ -101,23 +104,28 @@ async fn send(
     method: Method,
 ) -> (StatusCode, String, RetryInfo, Duration) {
     let url = format!("http://{addr}/");
-    let start = Instant::now();
-    let response = match adapter {
-        Adapter::Middleware => ClientBuilder::new(reqwest_client())
-            .with(RetryMiddleware::new(policy))
-            .build()
-            .request(method, &url)
-            .send()
-            .await
-            .unwrap(),
-        Adapter::Layer => ServiceBuilder::new()
-            .layer(RetryLayer::new(policy))
-            .service(reqwest_client())
-            .oneshot(reqwest::Request::new(method, url.parse().unwrap()))
-            .await
-            .unwrap(),
+    // The client is built before the clock starts: loading the root certificates is no part of the call.
+    let client = reqwest_client();
+    let (response, took) = match adapter {
+        Adapter::Middleware => {
+            let client = ClientBuilder::new(client)
+                .with(RetryMiddleware::new(policy))
+                .build();
+            let start = Instant::now();
+            let response = client.request(method, &url).send().await.unwrap();
+            (response, start.elapsed())
+        }
+        Adapter::Layer => {
+            let service = ServiceBuilder::new()
+                .layer(RetryLayer::new(policy))
+                .service(client);
+            let start = Instant::now();
+            let response = (service.oneshot(reqwest::Request::new(method, url.parse().unwrap())))
+                .await
+                .unwrap();
+            (response, start.elapsed())
+        }
     };
-    let took = start.elapsed();
     let status = response.status();
     let info = *response.extensions().get::<RetryInfo>().unwrap();
     let body = response.text().await.unwrap();
@@ -133,8 +141,17 @@ async fn a_get_hedged_after_100_ms_returns_with_the_hedges_answer(adapter: Adapt
         (StatusCode::OK, "fast"),
         "{adapter:?}"
     );
+    // The hedge left 100 ms after the first attempt, never earlier (the server's clock says when each
+    // arrived), and its answer ended the call well before the slow one's 2 s.
+    let arrivals = seen.arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 2, "{adapter:?}");
+    let gap = arrivals[1] - arrivals[0];
     assert!(
-        took >= Duration::from_millis(100) && took < Duration::from_millis(600),
+        gap >= Duration::from_millis(100),
+        "{adapter:?}: hedge after {gap:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
         "{adapter:?}: {took:?}"
     );
     assert_eq!((info.attempts(), info.hedges()), (2, 1), "{adapter:?}");
