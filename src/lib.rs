@@ -233,8 +233,10 @@ pub mod adapter {
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::as_error::AsError;
     pub use crate::engine::state::RetryState;
+    #[cfg(feature = "tonic")]
+    pub use crate::replay::GrpcReplay;
     pub use crate::replay::judge::HttpResponse;
-    pub use crate::replay::{HttpReplay, Judge, Recorded, Replay, ReplayFn, Sent};
+    pub use crate::replay::{HttpReplay, Judge, NextAttempt, Recorded, Replay, ReplayFn, Sent};
 }
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.

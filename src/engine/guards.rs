@@ -276,7 +276,8 @@ impl RetryState {
     /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
     pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
         let s = &self.policy.shared.settings;
-        let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
+        let idempotent =
+            request.is_none_or(|view| self.policy.is_idempotent(view)) || !s.idempotency;
         self.stop.is_none()
             && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's

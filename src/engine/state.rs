@@ -417,6 +417,26 @@ impl RetryState {
         }
     }
 
+    /// How long the next attempt may take: the earlier of `attempt_timeout` and what is left before the
+    /// deadline (all of `max_elapsed` if its clock has not started); `None` without either.
+    pub(crate) fn attempt_time_left(&self) -> Option<Duration> {
+        let s = &self.policy.shared.settings;
+        let deadline = match self.started {
+            Some(_) => self.remaining(),
+            None => s.max_elapsed,
+        };
+        match (deadline, s.attempt_timeout) {
+            (Some(deadline), Some(attempt)) => Some(deadline.min(attempt)),
+            (deadline, attempt) => deadline.or(attempt),
+        }
+    }
+
+    /// How long the call has run, since its clock started; zero before.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started
+            .map_or(Duration::ZERO, |started| started.elapsed())
+    }
+
     /// When the deadline passes, starting its clock if it has not started.
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.policy.shared.settings.max_elapsed?;
@@ -475,6 +495,9 @@ impl RetryState {
             Outcome::Success => return Some(StopReason::Success),
             Outcome::Fatal => return Some(StopReason::Fatal),
             Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
+        }
+        if attempt.refused_retry {
+            return Some(StopReason::Pushback);
         }
         if self.attempts > s.max_retries {
             return Some(StopReason::MaxRetries);
