@@ -465,13 +465,7 @@ impl RetryState {
     ) {
         self.stop = Some(reason);
         log::stopped(request, self.attempts, self.slept(), reason, failure);
-        metrics::call_ended(
-            request,
-            self.attempts,
-            self.slept(),
-            reason,
-            failure.is_some(),
-        );
+        metrics::call_ended(request, self.attempts, self.slept(), reason, failure);
     }
 
     /// Time left before the deadline, if there is one and its clock has started.

@@ -8,7 +8,7 @@ use crate::classify::AsError;
 use crate::engine::policy::RetryPolicy;
 use crate::replay::body::{ReplayBody, declared_length};
 use crate::replay::http_replay::{http_view, keep_head, with_body};
-use crate::replay::judge::{HttpResponse, judge, record};
+use crate::replay::judge::{judge, record};
 use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
 use crate::signals::grpc::{encode_timeout, parse_timeout};
 
@@ -84,7 +84,7 @@ impl Replay<GrpcRequest> for GrpcReplay {
             recorder,
             #[cfg(feature = "reqwest")]
             unread: None,
-            tonic_unread: Some(unread),
+            tonic_unread: unread.into_unread_slot(),
         })
     }
 
@@ -92,7 +92,7 @@ impl Replay<GrpcRequest> for GrpcReplay {
         match recorded.recorder.body() {
             Some(bytes) => Some(replayed(&recorded.template, bytes)),
             None => {
-                let body = recorded.tonic_unread.as_ref()?.take_unread()?;
+                let body = recorded.tonic_unread.as_ref()?.take()?;
                 Some(with_body(&recorded.template, body))
             }
         }
@@ -119,25 +119,35 @@ impl Replay<GrpcRequest> for GrpcReplay {
     }
 }
 
-/// A tonic client's requests, answered with any HTTP response: judged as [`HttpReplay`] judges, gRPC's
-/// statuses read in gRPC's responses.
+/// A tonic client's requests, answered with an HTTP response: judged as [`HttpReplay`] judges, gRPC's
+/// statuses read in gRPC's responses. The response the call ends with carries its [`RetryInfo`] in
+/// its extensions, and, after a retry, `grpc-previous-rpc-attempts` in its headers, which tonic hands
+/// to the application as metadata: of the `tonic::Response`, or of the `tonic::Status` a Trailers-Only
+/// failure becomes, whose extensions tonic drops (A6: "the client will receive the number of retry
+/// attempts made").
 ///
 /// [`HttpReplay`]: crate::adapter::HttpReplay
-impl<Res, E> Judge<GrpcRequest, Res, E> for GrpcReplay
+impl<B, E> Judge<GrpcRequest, http::Response<B>, E> for GrpcReplay
 where
-    Res: HttpResponse,
     E: AsError,
 {
     fn judge(
         &self,
         policy: &RetryPolicy,
         request: Sent<'_, GrpcRequest, (Method, Uri, HeaderMap)>,
-        result: &Result<Res, E>,
+        result: &Result<http::Response<B>, E>,
     ) -> Attempt {
         judge(policy, &http_view(request), result)
     }
 
-    fn report(response: &mut Res, info: RetryInfo) {
+    fn report(response: &mut http::Response<B>, info: RetryInfo) {
+        let previous = info.attempts().saturating_sub(1);
+        if previous > 0 {
+            let value = HeaderValue::from(previous);
+            response
+                .headers_mut()
+                .insert("grpc-previous-rpc-attempts", value);
+        }
         record(response, info);
     }
 }

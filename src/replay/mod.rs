@@ -297,9 +297,10 @@ pub struct Recorded<Req> {
     /// slot, as a `ReplayBody` has.
     #[cfg(feature = "reqwest")]
     unread: Option<Arc<Unread<reqwest::Body>>>,
-    /// Where a tonic body comes back if it is dropped unread: a `ReplayBody` holding its slot.
+    /// Where a tonic body comes back if it is dropped unread: a `tonic::body::Body` has no room for
+    /// the slot either.
     #[cfg(feature = "tonic")]
-    tonic_unread: Option<body::ReplayBody<tonic::body::Body>>,
+    tonic_unread: Option<Arc<body::Unread<tonic::body::Body>>>,
 }
 
 impl<Req> Recorded<Req> {

@@ -11,7 +11,7 @@ use http::HeaderMap;
 #[cfg(any(feature = "tonic", test))]
 use http::HeaderValue;
 
-/// What `grpc-retry-pushback-ms` says.
+/// What `grpc-retry-pushback-ms` says: A6 defines it as a signed 32-bit integer of milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushback {
     /// A non-negative integer: retry after this long.
@@ -26,8 +26,8 @@ pub(crate) fn pushback(headers: &HeaderMap) -> Option<Pushback> {
     let millis = std::str::from_utf8(value.as_bytes())
         .ok()
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse::<u64>().ok());
-    Some(match millis {
+        .and_then(|s| s.parse::<i32>().ok());
+    Some(match millis.and_then(|millis| u64::try_from(millis).ok()) {
         Some(millis) => Pushback::After(Duration::from_millis(millis)),
         None => Pushback::Stop,
     })
@@ -226,7 +226,9 @@ mod tests {
             Some(Pushback::After(Duration::from_millis(300)))
         );
         assert_eq!(read("0"), Some(Pushback::After(Duration::ZERO)));
-        for refused in ["-1", "1.5", "", "soon", "+3", "99999999999999999999999"] {
+        let most = Duration::from_millis(i32::MAX as u64);
+        assert_eq!(read("2147483647"), Some(Pushback::After(most)));
+        for refused in ["-1", "1.5", "", "soon", "+3", "2147483648"] {
             assert_eq!(read(refused), Some(Pushback::Stop), "{refused:?}");
         }
         assert_eq!(pushback(&HeaderMap::new()), None);
