@@ -733,4 +733,57 @@ mod rules {
         assert_eq!(calls, 2);
         assert!(result.is_ok());
     }
+
+    /// OpenTelemetry's RPC labels on the metrics of a gRPC call (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn the_metrics_of_a_grpc_call_carry_rpc_labels() {
+        use metrics_util::debugging::DebuggingRecorder;
+
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let (result, _) = metrics::with_local_recorder(&recorder, || {
+            runtime.block_on(send(quick().build().unwrap(), "/shop.Catalog/List", |n| {
+                Ok(if n == 1 {
+                    grpc(Some(14), &[])
+                } else {
+                    grpc(Some(0), &[])
+                })
+            }))
+        });
+        assert!(result.is_ok());
+        let retries: Vec<Vec<(String, String)>> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == stagger::metrics::RETRIES)
+            .map(|(key, ..)| {
+                let mut labels: Vec<_> = key
+                    .key()
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect();
+                labels.sort();
+                labels
+            })
+            .collect();
+        let label = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            retries,
+            [vec![
+                label("delay.reason", "backoff"),
+                label("error.type", "UNAVAILABLE"),
+                label("rpc.grpc.status_code", "14"),
+                label("rpc.method", "List"),
+                label("rpc.service", "shop.Catalog"),
+                label("rpc.system", "grpc"),
+                label("server.address", "localhost"),
+            ]]
+        );
+    }
 }
