@@ -30,6 +30,7 @@
 //! |---|---|
 //! | retry a reqwest-middleware client | [`RetryMiddleware`] (feature `reqwest-middleware`) |
 //! | retry `reqwest::Client`, hyper-util's client or any `tower::Service` | [`RetryLayer`] (feature `tower`, on by default) |
+//! | retry a tonic client's gRPC calls as gRPC's retry design (A6) says | [`RetryLayer::grpc`](crate::RetryLayer) over its `Channel`, [`classify::GrpcMethod`] for per-method rules (feature `tonic`; `docs/grpc.md`) |
 //! | retry any async operation until it succeeds: a connect, a query | [`retry()`] |
 //! | keep a long-running task alive: a restarting worker, a consumer that reconnects | [`supervise()`], with [`RestartPolicy::builder`] and [`RestartEvent`] |
 //! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`] |
@@ -52,6 +53,7 @@
 //! | http | always | 1 | 1.1.0 | 1.5.0 |
 //! | http-body | always (`ReplayBody` is an `http_body::Body`) | 1 | 1.0.0 | 1.1.0 |
 //! | metrics | `metrics` | 0.24 | 0.24.2 | 0.24.6 |
+//! | tonic | `tonic` | 0.14 | 0.14.0 | 0.14.9 |
 //!
 //! Another major version (reqwest 0.12, reqwest-middleware 0.4, hyper 0.14) is a different crate to
 //! Rust, which `cargo tree -d` shows as a second copy; the compiler names neither version. With
@@ -158,6 +160,7 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
+//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; implies `tower`, `hyper`, `hyper-util` and `h2` |
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.
@@ -238,6 +241,12 @@ pub mod adapter {
     pub use crate::replay::judge::HttpResponse;
     pub use crate::replay::{HttpReplay, Judge, NextAttempt, Recorded, Replay, ReplayFn, Sent};
 }
+
+/// docs/grpc.md's examples, its README quick start among them, compiled and run with the feature
+/// `tonic`.
+#[cfg(all(doctest, feature = "tonic"))]
+#[doc = include_str!("../docs/grpc.md")]
+struct GrpcDoctests;
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.
 #[cfg(all(
