@@ -122,7 +122,7 @@ pub trait Replay<Req> {
 
     /// Called by the adapters right before each attempt of `request` is sent — the first, each retry
     /// and each hedge — with what the call knows of it: how many attempts went before, and how long
-    /// this one may take. Does nothing by default; [`GrpcReplay`](crate::adapter::GrpcReplay) sets
+    /// this one may take. Does nothing by default; `GrpcReplay` (feature `tonic`) sets
     /// gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
     fn before_send(&self, request: &mut Req, attempt: NextAttempt<'_>) {
         let _ = (request, attempt);
