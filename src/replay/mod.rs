@@ -160,6 +160,7 @@ impl<'a> NextAttempt<'a> {
     }
 
     /// A hedge, sent while an attempt of the call is in flight.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const fn hedge(state: &'a RetryState) -> Self {
         Self {
             state,
