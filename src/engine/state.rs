@@ -621,6 +621,8 @@ pub(super) struct Pushback {
     pub(super) retry_after: Option<Duration>,
     /// An answer was throttling.
     pub(super) throttled: bool,
+    /// An answer asked for no retry (gRPC's pushback).
+    pub(super) refused_retry: bool,
 }
 
 impl Schedules {
