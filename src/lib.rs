@@ -46,8 +46,8 @@
 //! | reqwest | `reqwest`, `reqwest-middleware` | 0.13 | 0.13.1 | 0.13.5 |
 //! | reqwest-middleware | `reqwest-middleware` | 0.5 | 0.5.0 | 0.5.2 |
 //! | tower | always | 0.5 | 0.5.2 | 0.5.3 |
-//! | hyper | `hyper` (implied by `reqwest`) | 1 | 1.6.0 | 1.12.0 |
-//! | hyper-util | `hyper-util` (implied by `reqwest`) | 0.1 | 0.1.12 | 0.1.21 |
+//! | hyper | `hyper` (implied by `reqwest` and `tonic`) | 1 | 1.6.0 | 1.12.0 |
+//! | hyper-util | `hyper-util` (implied by `reqwest` and `tonic`) | 0.1 | 0.1.12 | 0.1.21 |
 //! | h2 | `h2` (implied by `reqwest` and `tonic`) | 0.4 | 0.4.2 | 0.4.20 |
 //! | tokio | always (its timer) | 1 | 1.47.0 | 1.54.1 |
 //! | http | always | 1 | 1.1.0 | 1.5.0 |

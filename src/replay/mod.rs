@@ -76,7 +76,8 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
     message = "`{Self}` cannot copy `{Req}` requests for a retry",
     note = "`RetryLayer::new` takes `http::Request<B>` (http 1) with `B: Clone` or `B = stagger::ReplayBody<_>`, and `reqwest::Request` of reqwest 0.13 with stagger's `reqwest` feature",
     note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
-    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a body that is not `Clone` (hyper's `Incoming`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a tonic client (`tonic::body::Body`, a `Channel`): use `RetryLayer::grpc` (stagger's feature `tonic`)",
     note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
 pub trait Replay<Req> {
@@ -270,7 +271,8 @@ impl<'a> NextAttempt<'a> {
     message = "`{Self}` cannot judge `{Req}` requests answered with `Result<{Res}, {E}>`",
     note = "`RetryLayer::new` judges `http::Response<B>` (http 1), and `reqwest::Response` of reqwest 0.13 with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
     note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
-    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a body that is not `Clone` (hyper's `Incoming`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a tonic client (`tonic::body::Body`, a `Channel`): use `RetryLayer::grpc` (stagger's feature `tonic`)",
     note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
 pub trait Judge<Req, Res, E>: Replay<Req> {
