@@ -162,7 +162,9 @@ where
 ///
 /// - A Trailers-Only response (`grpc-status` in its headers) is judged by its code: `OK` succeeds, a
 ///   code the method retries ([`RetryPolicy::grpc_codes_of`]) is retried, any other is fatal.
-///   `RESOURCE_EXHAUSTED` is throttling. Its pushback is the retry's floor: `grpc-retry-pushback-ms`,
+///   `RESOURCE_EXHAUSTED` is throttling. To the host's cooldown, `RESOURCE_EXHAUSTED` and a retried
+///   code with a pushback are refusals, as a `429` and a `503` with a delay are. Its pushback is the
+///   retry's floor: `grpc-retry-pushback-ms`,
 ///   or else the `RetryInfo` in `grpc-status-details-bin`; a negative or malformed
 ///   `grpc-retry-pushback-ms` refuses the retry.
 /// - Response headers without `grpc-status` mean messages follow: the call is committed, a success to
@@ -194,7 +196,7 @@ where
         match grpc::status_in(headers) {
             Some(code) => code,
             None if response.status() == StatusCode::OK => {
-                return Some(Attempt::new(Outcome::Success));
+                return Some(Attempt::new(Outcome::Success).signal(accepted(policy)));
             }
             None => GrpcCode::from_http(response.status()).unwrap_or(GrpcCode::Unknown),
         }
@@ -208,19 +210,42 @@ where
     let outcome = grpc::classify(code, codes);
     let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(request));
     if !outcome.is_retryable() {
-        return Some(attempt);
+        return Some(attempt.signal(accepted(policy)));
     }
     let (delay, refused) = match pushback(headers) {
         Some(Pushback::After(delay)) => (Some(delay), false),
         Some(Pushback::Stop) => (None, true),
         None => (retry_info(headers), false),
     };
+    let throttled = code == GrpcCode::ResourceExhausted;
+    // To the host's cooldown, as a `429` and a `503` with a delay are to HTTP's: a refusal.
+    let signal = if policy.host_cooldown() && (throttled || delay.is_some()) {
+        Signal::Refused {
+            asked: delay.unwrap_or_default(),
+            pace: None,
+        }
+    } else {
+        Signal::Nothing
+    };
     Some(
         attempt
             .retry_after(delay)
             .refused_retry(refused)
-            .throttled(code == GrpcCode::ResourceExhausted),
+            .throttled(throttled)
+            .signal(signal),
     )
+}
+
+/// What an answer the host did not refuse tells its cooldown, when the policy keeps one.
+fn accepted(policy: &RetryPolicy) -> Signal {
+    if policy.host_cooldown() {
+        Signal::Accepted {
+            spent: None,
+            pace: None,
+        }
+    } else {
+        Signal::Nothing
+    }
 }
 
 /// Puts what happened into the response the call ends with.

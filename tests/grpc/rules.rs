@@ -142,6 +142,25 @@ async fn an_attempt_that_timed_out_is_retried_only_for_a_method_marked_idempoten
 }
 
 #[tokio::test(start_paused = true)]
+async fn with_host_cooldown_a_pushback_holds_the_next_call_to_the_host() {
+    // A call that starts while the host's pause runs waits for it before its first attempt.
+    let policy = quick().host_cooldown(true).build().unwrap();
+    let refused = tokio::spawn(send(policy.clone(), "/a.B/C", |_| {
+        Ok(grpc(Some(8), &[("grpc-retry-pushback-ms", "2000")]))
+    }));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let started = tokio::time::Instant::now();
+    let (second, _) = send(policy, "/a.B/D", |_| Ok(grpc(Some(0), &[]))).await;
+    assert!(second.is_ok());
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    refused.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_for_any_method() {
     let policy = quick()
         .grpc_method("/a.B/C", GrpcMethod::no_retries())
