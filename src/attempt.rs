@@ -175,6 +175,8 @@ pub struct Attempt {
     pub(crate) throttled: bool,
     /// The server asked for no retry (gRPC's pushback).
     pub(crate) refused_retry: bool,
+    /// The server timed this retry (gRPC's pushback): the backoff starts over after it (A6).
+    pub(crate) restarts_backoff: bool,
     /// What the answer tells the host's cooldown.
     pub(crate) signal: Signal,
 }
@@ -198,6 +200,7 @@ impl Attempt {
             retry_after: None,
             throttled: false,
             refused_retry: false,
+            restarts_backoff: false,
             signal: Signal::Nothing,
         }
     }
@@ -316,6 +319,13 @@ impl Attempt {
     /// ```
     pub const fn refused_retry(mut self, refused: bool) -> Self {
         self.refused_retry = refused;
+        self
+    }
+
+    /// Whether the backoff starts over after this attempt's retry: gRPC's pushback, after which A6
+    /// resets the backoff to its first delay.
+    pub(crate) const fn restarts_backoff(mut self, restarts: bool) -> Self {
+        self.restarts_backoff = restarts;
         self
     }
 

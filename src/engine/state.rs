@@ -592,6 +592,14 @@ impl RetryState {
             Payment::Paid(withdrawal) => self.hold_payment(withdrawal),
             Payment::Refused => return (Decision::Stop(StopReason::Budget), cause),
         }
+        if attempt.restarts_backoff
+            && let Some(delays) = &mut self.delays
+        {
+            // The schedules are there: the delay was drawn from them.
+            delays
+                .transient
+                .restart(&self.policy.shared.settings.backoff);
+        }
         (Decision::Retry(delay), cause)
     }
 }

@@ -165,8 +165,8 @@ where
 ///   `RESOURCE_EXHAUSTED` is throttling. To the host's cooldown, `RESOURCE_EXHAUSTED` and a retried
 ///   code with a pushback are refusals, as a `429` and a `503` with a delay are. Its pushback is the
 ///   retry's floor: `grpc-retry-pushback-ms`,
-///   or else the `RetryInfo` in `grpc-status-details-bin`; a negative or malformed
-///   `grpc-retry-pushback-ms` refuses the retry.
+///   or else the `RetryInfo` in `grpc-status-details-bin`, after which the backoff starts over (A6);
+///   a negative or malformed `grpc-retry-pushback-ms` refuses the retry.
 /// - Response headers without `grpc-status` mean messages follow: the call is committed, a success to
 ///   the retries, whatever its trailers say later.
 /// - A response that is not gRPC's to a gRPC request (a proxy's `502`) has the code gRPC's clients
@@ -231,6 +231,7 @@ where
         attempt
             .retry_after(delay)
             .refused_retry(refused)
+            .restarts_backoff(delay.is_some())
             .throttled(throttled)
             .signal(signal),
     )

@@ -161,6 +161,28 @@ async fn with_host_cooldown_a_pushback_holds_the_next_call_to_the_host() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn after_a_pushback_the_backoff_starts_over() {
+    // 1 s, then 2 s (the backoff is longer than the 100 ms pushback, and a floor is a floor), then
+    // 1 s again rather than 4 s.
+    let backoff = Backoff::exponential(Duration::from_secs(1)).with_jitter(stagger::Jitter::None);
+    let policy = RetryPolicy::builder()
+        .backoff(backoff)
+        .retry_after(stagger::RetryAfterMode::Strict)
+        .build()
+        .unwrap();
+    let (result, calls) = send(policy, "/a.B/C", |n| {
+        Ok(match n {
+            1 | 3 => grpc(Some(14), &[]),
+            2 => grpc(Some(14), &[("grpc-retry-pushback-ms", "100")]),
+            _ => grpc(Some(0), &[]),
+        })
+    })
+    .await;
+    assert_eq!(calls, 4);
+    assert_eq!(info(&result).slept(), Duration::from_secs(4));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_for_any_method() {
     let policy = quick()
         .grpc_method("/a.B/C", GrpcMethod::no_retries())
