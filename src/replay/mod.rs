@@ -121,10 +121,11 @@ pub trait Replay<Req> {
         None
     }
 
-    /// Called by the adapters right before each attempt of `request` is sent — the first, each retry
-    /// and each hedge — with what the call knows of it: how many attempts went before, and how long
-    /// this one may take. Does nothing by default; `GrpcReplay` (feature `tonic`) sets
-    /// gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
+    /// Called right before an attempt of `request` is sent, with what the call knows of it: how many
+    /// attempts went before, and how long this one may take. The tower layer calls it before each
+    /// attempt (the first, each retry, each hedge); the reqwest middleware, whose `HttpReplay` has
+    /// nothing to set, before each hedge only. Does nothing by default; `GrpcReplay` (feature `tonic`)
+    /// sets gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
     fn before_send(&self, request: &mut Req, attempt: NextAttempt<'_>) {
         let _ = (request, attempt);
     }
