@@ -61,6 +61,9 @@ pub enum StopReason {
     /// what the client sent (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     Throttled,
+    /// The server asked the client not to retry: gRPC's `grpc-retry-pushback-ms` with a negative or
+    /// malformed value (gRPC's retry design, A6).
+    Pushback,
     /// A supervised task reached its restart limit (see
     /// [`RestartPolicyBuilder::max_restarts`](crate::RestartPolicyBuilder::max_restarts)).
     MaxRestarts,
@@ -93,6 +96,7 @@ impl StopReason {
             Self::Cooldown => "cooldown",
             Self::Throttled => "throttled",
             Self::MaxRestarts => "max_restarts",
+            Self::Pushback => "pushback",
         }
     }
 }
@@ -112,6 +116,7 @@ impl fmt::Display for StopReason {
             Self::Cooldown => "host cooling down",
             Self::Throttled => "throttled locally",
             Self::MaxRestarts => "restart limit reached",
+            Self::Pushback => "server asked not to retry",
         })
     }
 }
@@ -168,6 +173,10 @@ pub struct Attempt {
     pub(crate) replayable: bool,
     pub(crate) retry_after: Option<Duration>,
     pub(crate) throttled: bool,
+    /// The server asked for no retry (gRPC's pushback).
+    pub(crate) refused_retry: bool,
+    /// The server timed this retry (gRPC's pushback): the backoff starts over after it (A6).
+    pub(crate) restarts_backoff: bool,
     /// What the answer tells the host's cooldown.
     pub(crate) signal: Signal,
 }
@@ -190,6 +199,8 @@ impl Attempt {
             replayable: true,
             retry_after: None,
             throttled: false,
+            refused_retry: false,
+            restarts_backoff: false,
             signal: Signal::Nothing,
         }
     }
@@ -290,6 +301,31 @@ impl Attempt {
             },
             None => Signal::Nothing,
         };
+        self
+    }
+
+    /// Whether the server asked the client not to retry (gRPC's `grpc-retry-pushback-ms` with a
+    /// negative or malformed value): a retryable failure then stops with [`StopReason::Pushback`].
+    /// Defaults to `false`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::classify::GrpcCode;
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let unavailable = Attempt::new(Outcome::RetrySafe(Reason::Grpc(GrpcCode::Unavailable)));
+    /// let decision = RetryPolicy::default().start().decide(unavailable.refused_retry(true), None);
+    /// assert_eq!(decision, Decision::Stop(StopReason::Pushback));
+    /// ```
+    pub const fn refused_retry(mut self, refused: bool) -> Self {
+        self.refused_retry = refused;
+        self
+    }
+
+    /// Whether the backoff starts over after this attempt's retry: gRPC's pushback, after which A6
+    /// resets the backoff to its first delay.
+    pub(crate) const fn restarts_backoff(mut self, restarts: bool) -> Self {
+        self.restarts_backoff = restarts;
         self
     }
 

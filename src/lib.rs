@@ -39,6 +39,7 @@
 //! | to | use |
 //! |---|---|
 //! | set the rules | [`RetryPolicy::builder`], with [`Backoff`] and [`Jitter`], [`RetryBudget`] and [`RetryAfterMode`]; [`RestartPolicy::builder`] for [`supervise()`] |
+//! | retry a tonic client's gRPC calls as gRPC's retry design (A6) says | [`RetryLayer::grpc`](crate::RetryLayer) over its `Channel`, [`classify::GrpcMethod`] for per-method rules (feature `tonic`; the repository's `docs/grpc.md`) |
 //! | decide what is worth retrying | [`classify`]: a closure through [`classify::from_fn`], or the [`DefaultClassifier`](classify::DefaultClassifier) |
 //! | know what the retries did | [`RetryInfo`] (in every response's extensions, in every [`Error`]), [`StopReason`], [`Elapsed`], [`Rejected`], [`RetryReport`], [`RestartEvent`], [`metrics`] |
 //! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
@@ -47,8 +48,8 @@
 //!
 //! # Supported versions
 //!
-//! reqwest 0.13, reqwest-middleware 0.5, tower 0.5, hyper 1, hyper-util 0.1, h2 0.4, tokio 1, http 1
-//! and http-body 1, metrics 0.24; Rust 1.88 or later. Another major version (reqwest 0.12,
+//! reqwest 0.13, reqwest-middleware 0.5, tonic 0.14, tower 0.5, hyper 1, hyper-util 0.1, h2 0.4 (0.4.2 or
+//! later), tokio 1, http 1 and http-body 1, metrics 0.24; Rust 1.88 or later. Another major version (reqwest 0.12,
 //! reqwest-middleware 0.4, hyper 0.14) is a different crate to Rust, which `cargo tree -d` shows as a
 //! second copy: the compiler then says that "`HttpReplay` cannot copy" those requests, or that
 //! `RetryMiddleware` is not a `Middleware`, and its notes name the fixes. The repository's
@@ -134,6 +135,7 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
+//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; implies `tower`, `hyper`, `hyper-util` and `h2` |
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.
@@ -209,9 +211,17 @@ pub mod adapter {
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::as_error::AsError;
     pub use crate::engine::state::RetryState;
+    #[cfg(feature = "tonic")]
+    pub use crate::replay::GrpcReplay;
     pub use crate::replay::judge::HttpResponse;
-    pub use crate::replay::{HttpReplay, Judge, Recorded, Replay, ReplayFn, Sent};
+    pub use crate::replay::{HttpReplay, Judge, NextAttempt, Recorded, Replay, ReplayFn, Sent};
 }
+
+/// docs/grpc.md's examples, its README quick start among them, compiled and run with the feature
+/// `tonic`.
+#[cfg(all(doctest, feature = "tonic"))]
+#[doc = include_str!("../docs/grpc.md")]
+struct GrpcDoctests;
 
 /// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.
 #[cfg(all(

@@ -44,7 +44,7 @@ use std::io;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "stagger's HTTP classifier cannot read the error type `{Self}`",
-    note = "implemented for std::io::Error, http::Error, tower's and tokio's Elapsed, boxed errors, and with their features for reqwest 0.13, hyper 1, hyper-util 0.1 and h2 0.4 errors",
+    note = "implemented for std::io::Error, http::Error, tower's and tokio's Elapsed, boxed errors, and with their features for reqwest 0.13, hyper 1, hyper-util 0.1, h2 0.4 and tonic 0.14 (`tonic::transport::Error`) errors",
     note = "a reqwest or hyper error: turn on stagger's `reqwest` / `hyper` / `hyper-util` / `h2` feature, and check `cargo tree -d` for a second copy of that crate (another major version is a different type)",
     note = "an error type of your own: `impl stagger::adapter::AsError for MyError {{ fn as_error(&self) -> &(dyn std::error::Error + 'static) {{ self }} }}`"
 )]
@@ -97,6 +97,7 @@ as_error_for!(
     hyper::Error: "hyper",
     hyper_util::client::legacy::Error: "hyper-util",
     h2::Error: "h2",
+    tonic::transport::Error: "tonic",
 );
 
 /// `error` as an [`Error`], if its type is one of those this crate implements [`AsError`] for: how

@@ -7,12 +7,14 @@
 
 pub(crate) mod as_error;
 mod errors;
+pub(crate) mod grpc;
 pub(crate) mod outcome;
 mod request;
 
 pub(crate) use as_error::{AsError, known_error};
 #[allow(deprecated)]
 pub use errors::classify_error;
+pub use grpc::{GrpcCode, GrpcCodes, GrpcMethod};
 pub(crate) use outcome::{Outcome, Reason};
 pub use request::{AttemptResult, IDEMPOTENCY_KEY, RequestView};
 

@@ -4,6 +4,8 @@ use std::fmt;
 
 use http::StatusCode;
 
+use crate::classify::grpc::GrpcCode;
+
 /// The meaning of one attempt's outcome, as a classifier sees it.
 ///
 /// A retryable outcome says how sure we are that the server did not act on the request, because that
@@ -106,6 +108,9 @@ pub enum Reason {
     /// HTTP/2 graceful `GOAWAY` (`NO_ERROR`) from the server, for a stream above its last-stream-id: the
     /// server is shutting the connection down and did not process the stream.
     GoAway,
+    /// A gRPC status the method's policy retries, from a response that carried no message (see
+    /// [`classify::GrpcCode`](crate::classify::GrpcCode)).
+    Grpc(GrpcCode),
     /// A reason given by a custom classifier: a name from the program's text, so that the values of
     /// `error.type` stay a bounded set.
     Other(&'static str),
@@ -115,7 +120,7 @@ impl Reason {
     /// A stable `snake_case` token for the reason, as the `error.type` field of the `tracing` events
     /// and the `error.type` label of the metrics carry it: a status is its code, as in OpenTelemetry's
     /// `error.type`; an error is `connect`, `timeout`, `connection_closed`, `refused_stream` or
-    /// `goaway`; [`Reason::Other`] is its name as the classifier gave it. Its
+    /// `goaway`; a gRPC status is its name (`UNAVAILABLE`); [`Reason::Other`] is its name as the classifier gave it. Its
     /// [`Display`](fmt::Display) is a phrase for people.
     ///
     /// ```
@@ -135,6 +140,7 @@ impl Reason {
             Self::ConnectionClosed => "connection_closed",
             Self::RefusedStream => "refused_stream",
             Self::GoAway => "goaway",
+            Self::Grpc(code) => code.as_str(),
             Self::Other(reason) => reason,
         }
     }
@@ -176,6 +182,7 @@ impl fmt::Display for Reason {
             Self::ConnectionClosed => f.write_str("connection closed"),
             Self::RefusedStream => f.write_str("refused stream"),
             Self::GoAway => f.write_str("goaway"),
+            Self::Grpc(code) => write!(f, "grpc status {} ({code})", code.code()),
             Self::Other(reason) => f.write_str(reason),
         }
     }

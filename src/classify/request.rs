@@ -230,6 +230,30 @@ impl<'a> RequestView<'a> {
     }
 }
 
+impl<'a> RequestView<'a> {
+    /// The gRPC method the request calls, by its full name (`/package.Service/Method`, the request's
+    /// path), if it is a gRPC request: its `content-type` is `application/grpc…`. `None` otherwise,
+    /// and for a request sent without a copy whose headers were not kept.
+    ///
+    /// ```
+    /// use stagger::classify::RequestView;
+    ///
+    /// let call = http::Request::post("http://localhost:50051/helloworld.Greeter/SayHello")
+    ///     .header("content-type", "application/grpc")
+    ///     .body(())
+    ///     .unwrap();
+    /// let view = RequestView::new(call.method(), call.uri(), call.headers());
+    /// assert_eq!(view.grpc_method(), Some("/helloworld.Greeter/SayHello"));
+    /// ```
+    pub fn grpc_method(&self) -> Option<&'a str> {
+        if crate::classify::grpc::is_grpc(self.headers?) {
+            self.path()
+        } else {
+            None
+        }
+    }
+}
+
 impl fmt::Display for RequestView<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.target {

@@ -12,7 +12,7 @@ use crate::drive::call::{Attempted, Call, Final, Source};
 use crate::drive::hedge::Racers;
 use crate::engine::policy::RetryPolicy;
 use crate::engine::state::RetryState;
-use crate::replay::{Judge, Recorded, Replay, Sent};
+use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
 
 /// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
 /// (retried if it is idempotent).
@@ -28,9 +28,11 @@ where
 {
     match answered {
         Attempted::Answered(result) => replay.judge(policy, sent, result),
-        Attempted::TimedOut | Attempted::Deadline => {
-            Attempt::timed_out(replay.view(sent).is_none_or(|view| view.is_idempotent()))
-        }
+        Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(
+            replay
+                .view(sent)
+                .is_none_or(|view| policy.is_idempotent(&view)),
+        ),
     }
 }
 
@@ -239,13 +241,15 @@ where
         if !call.retry().may_hedge(view.as_ref()) || !std::task::ready!((self.ready)(cx, context)) {
             return Poll::Ready(None);
         }
-        let Some(request) = self.held.next(true, self.replay) else {
+        let Some(mut request) = self.held.next(true, self.replay) else {
             return Poll::Ready(None);
         };
         let view = self.replay.view(self.held.sent());
         if !call.retry_mut().begin_hedge(view.as_ref()) {
             return Poll::Ready(None);
         }
+        self.replay
+            .before_send(&mut request, NextAttempt::hedge(call.retry()));
         Poll::Ready((self.send)(request, context))
     }
 }

@@ -480,6 +480,17 @@ impl DelayState {
         delay.min(backoff.max_delay)
     }
 
+    /// Starts the schedule over: the next delay is the first one's again (its random stream goes on).
+    /// gRPC's pushback asks for it (A6: after a retry the server timed, the backoff resets).
+    pub(crate) fn restart(&mut self, backoff: &Backoff) {
+        if let Some((initial, _)) = self.nanos {
+            self.ceiling = initial;
+            self.previous = initial;
+        }
+        self.previous_slow = backoff.initial;
+        self.retries = 0;
+    }
+
     /// A uniform draw in `[0, upper]`, for spreading a `Retry-After` floor.
     pub(crate) fn uniform(&mut self, upper: Duration) -> Duration {
         uniform(&mut self.rng, upper)

@@ -276,7 +276,8 @@ impl RetryState {
     /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
     pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
         let s = &self.policy.shared.settings;
-        let idempotent = request.is_none_or(RequestView::is_idempotent) || !s.idempotency;
+        let idempotent =
+            request.is_none_or(|view| self.policy.is_idempotent(view)) || !s.idempotency;
         self.stop.is_none()
             && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's
@@ -331,25 +332,27 @@ impl RetryState {
     pub(crate) fn set_aside(&mut self, attempt: Attempt, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
         self.record_response(&attempt, request);
-        if attempt.retry_after.is_some() || attempt.throttled {
+        if attempt.retry_after.is_some() || attempt.throttled || attempt.refused_retry {
             let shared = &*self.policy.shared;
             let kept = Schedules::of(&mut self.delays, shared)
                 .set_aside
                 .get_or_insert_default();
             kept.retry_after = kept.retry_after.max(attempt.retry_after);
             kept.throttled |= attempt.throttled;
+            kept.refused_retry |= attempt.refused_retry;
         }
     }
 
     /// Adds to `attempt`, the failure that ended its race, what the answers set aside in the race
-    /// asked of the retry: the longest server delay of them all, and the throttle schedule if one was
-    /// throttling. (A race that ends otherwise ends the call, and what was set aside with it.)
+    /// asked of the retry: the longest server delay of them all, the throttle schedule if one was
+    /// throttling, and no retry at all if one said so (gRPC's pushback). (A race that ends otherwise ends the call, and what was set aside with it.)
     pub(super) fn add_set_aside(&mut self, attempt: &mut Attempt) {
         let Some(kept) = self.delays.as_mut().and_then(|d| d.set_aside.take()) else {
             return;
         };
         attempt.retry_after = attempt.retry_after.max(kept.retry_after);
         attempt.throttled |= kept.throttled;
+        attempt.refused_retry |= kept.refused_retry;
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classify::{ClassifyHttp, Reason};
+use crate::classify::{ClassifyHttp, GrpcCodes, GrpcMethod, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
 use crate::engine::guards::{Fleet, RetryBudget};
 
@@ -177,6 +177,23 @@ pub(crate) struct Settings {
     /// would ignore it.
     pub(crate) custom_classifier: bool,
     pub(crate) on_retry: Option<Box<RetryHook>>,
+    pub(crate) grpc: GrpcRules,
+}
+
+/// What a policy retries of gRPC calls: the codes of every method, and the rules of some.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GrpcRules {
+    pub(crate) codes: GrpcCodes,
+    /// By full name; a handful at most, so a scan.
+    pub(crate) methods: Vec<(Box<str>, GrpcMethod)>,
+}
+
+impl GrpcRules {
+    fn method(&self, name: &str) -> Option<&GrpcMethod> {
+        self.methods
+            .iter()
+            .find_map(|(known, rule)| (**known == *name).then_some(rule))
+    }
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -361,5 +378,56 @@ impl RetryPolicy {
     /// ```
     pub fn budget(&self) -> Option<&RetryBudget> {
         self.shared.fleet.budget()
+    }
+}
+
+impl RetryPolicy {
+    /// The gRPC status codes retried for a method without a rule of its own (see
+    /// [`RetryPolicyBuilder::grpc_retry_on`](crate::RetryPolicyBuilder::grpc_retry_on)).
+    ///
+    /// ```
+    /// use stagger::classify::GrpcCodes;
+    /// use stagger::RetryPolicy;
+    ///
+    /// assert_eq!(RetryPolicy::default().grpc_retry_on(), GrpcCodes::DEFAULT);
+    /// ```
+    pub fn grpc_retry_on(&self) -> GrpcCodes {
+        self.shared.settings.grpc.codes
+    }
+
+    /// The gRPC status codes retried for the method `full_name` (`/package.Service/Method`): its
+    /// rule's, or the policy's.
+    ///
+    /// ```
+    /// use stagger::classify::{GrpcCodes, GrpcMethod};
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .grpc_method("/shop.Payments/Charge", GrpcMethod::no_retries())
+    ///     .build()?;
+    /// assert_eq!(policy.grpc_codes_of("/shop.Payments/Charge"), GrpcCodes::NONE);
+    /// assert_eq!(policy.grpc_codes_of("/shop.Catalog/List"), GrpcCodes::DEFAULT);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn grpc_codes_of(&self, full_name: &str) -> GrpcCodes {
+        let grpc = &self.shared.settings.grpc;
+        grpc.method(full_name)
+            .and_then(|rule| rule.codes)
+            .unwrap_or(grpc.codes)
+    }
+
+    /// Whether sending `request` twice is harmless, as the policy judges it: an idempotent HTTP method
+    /// or an `Idempotency-Key` ([`RequestView::is_idempotent`]), or a gRPC method marked
+    /// [`GrpcMethod::idempotent`]. What decides whether an ambiguous failure is retried, and whether
+    /// the request may be hedged.
+    pub(crate) fn is_idempotent(&self, request: &RequestView<'_>) -> bool {
+        request.is_idempotent()
+            || request.grpc_method().is_some_and(|name| {
+                self.shared
+                    .settings
+                    .grpc
+                    .method(name)
+                    .is_some_and(|rule| rule.idempotent)
+            })
     }
 }

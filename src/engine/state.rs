@@ -417,6 +417,26 @@ impl RetryState {
         }
     }
 
+    /// How long the next attempt may take: the earlier of `attempt_timeout` and what is left before the
+    /// deadline (all of `max_elapsed` if its clock has not started); `None` without either.
+    pub(crate) fn attempt_time_left(&self) -> Option<Duration> {
+        let s = &self.policy.shared.settings;
+        let deadline = match self.started {
+            Some(_) => self.remaining(),
+            None => s.max_elapsed,
+        };
+        match (deadline, s.attempt_timeout) {
+            (Some(deadline), Some(attempt)) => Some(deadline.min(attempt)),
+            (deadline, attempt) => deadline.or(attempt),
+        }
+    }
+
+    /// How long the call has run, since its clock started; zero before.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started
+            .map_or(Duration::ZERO, |started| started.elapsed())
+    }
+
     /// When the deadline passes, starting its clock if it has not started.
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.policy.shared.settings.max_elapsed?;
@@ -445,13 +465,7 @@ impl RetryState {
     ) {
         self.stop = Some(reason);
         log::stopped(request, self.attempts, self.slept(), reason, failure);
-        metrics::call_ended(
-            request,
-            self.attempts,
-            self.slept(),
-            reason,
-            failure.is_some(),
-        );
+        metrics::call_ended(request, self.attempts, self.slept(), reason, failure);
     }
 
     /// Time left before the deadline, if there is one and its clock has started.
@@ -475,6 +489,9 @@ impl RetryState {
             Outcome::Success => return Some(StopReason::Success),
             Outcome::Fatal => return Some(StopReason::Fatal),
             Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
+        }
+        if attempt.refused_retry {
+            return Some(StopReason::Pushback);
         }
         if self.attempts > s.max_retries {
             return Some(StopReason::MaxRetries);
@@ -575,6 +592,14 @@ impl RetryState {
             Payment::Paid(withdrawal) => self.hold_payment(withdrawal),
             Payment::Refused => return (Decision::Stop(StopReason::Budget), cause),
         }
+        if attempt.restarts_backoff
+            && let Some(delays) = &mut self.delays
+        {
+            // The schedules are there: the delay was drawn from them.
+            delays
+                .transient
+                .restart(&self.policy.shared.settings.backoff);
+        }
         (Decision::Retry(delay), cause)
     }
 }
@@ -604,6 +629,8 @@ pub(super) struct Pushback {
     pub(super) retry_after: Option<Duration>,
     /// An answer was throttling.
     pub(super) throttled: bool,
+    /// An answer asked for no retry (gRPC's pushback).
+    pub(super) refused_retry: bool,
 }
 
 impl Schedules {

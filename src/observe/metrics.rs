@@ -18,7 +18,12 @@
 //! | [`RUN_UPTIME`] | histogram (seconds) | `run.outcome` | how long each run that ended stayed up |
 //! | [`RESTARTS_GIVEN_UP`] | counter | none | supervisions that reached their restart limit |
 //!
-//! Label names follow OpenTelemetry's HTTP conventions; `stop.reason`, `delay.reason` and
+//! A gRPC call (a request whose `content-type` is `application/grpc…`) carries OpenTelemetry's RPC
+//! labels instead of `http.request.method`: `rpc.system` (`grpc`), `rpc.service` and `rpc.method`
+//! (from its path, `/package.Service/Method`), beside `server.address`; and where an attempt failed
+//! with a gRPC status ([`RETRIES`], [`CALLS_GIVEN_UP`]), `rpc.grpc.status_code`, its number.
+//!
+//! Label names follow OpenTelemetry's HTTP and RPC conventions; `stop.reason`, `delay.reason` and
 //! `run.outcome` are stagger's own. The labels of a call made by [`retry()`](crate::retry()), which has
 //! no request, are empty. A supervised task's consecutive failures and uptime are histograms rather
 //! than gauges: a process supervises many tasks, and a gauge without a label per task would hold
@@ -32,10 +37,13 @@
 //! | label | values |
 //! |---|---|
 //! | `http.request.method` | `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`, `TRACE`, `PATCH`; any other method is `_OTHER`, as in OpenTelemetry's HTTP conventions |
+//! | `rpc.system` | `grpc` |
+//! | `rpc.service`, `rpc.method` | the service and method of a gRPC call, for the first [`MAX_RPC_METHODS`] distinct methods the process records; every later one is `_OTHER` in both |
+//! | `rpc.grpc.status_code` | `0` to `16` |
 //! | `server.address` | the request's host, for the first [`MAX_SERVER_ADDRESSES`] distinct hosts the process records; every later host is `_OTHER` |
-//! | `error.type` | a status code (`503`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
+//! | `error.type` | a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
 //! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled` ([`StopReason::as_str`](crate::StopReason::as_str)) |
+//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` ([`StopReason::as_str`](crate::StopReason::as_str)) |
 //! | `run.outcome` | `failed`, or `returned` (a run that returned `Ok`, restarted with `restart_on_return`) |
 //!
 //! The `tracing` events carry the same tokens in their `error.type`, `delay.reason`, `stop.reason` and
@@ -58,6 +66,12 @@
 /// default before it folds every new series into one overflow series. Keeping the first hosts, rather
 /// than the most recent, keeps each series whole: a host's counts never move to another series.
 pub const MAX_SERVER_ADDRESSES: usize = 100;
+
+/// How many distinct gRPC methods `rpc.service` and `rpc.method` name in one process: the first
+/// methods recorded keep their own series, and every later one is counted as `_OTHER`. A client's
+/// methods are those of its generated stubs, a bounded set, but a proxy forwards whatever path it is
+/// given; 100 is the bound of [`MAX_SERVER_ADDRESSES`], for the same reasons.
+pub const MAX_RPC_METHODS: usize = 100;
 
 /// Counter: attempts made, first attempts, retries and hedges alike.
 pub const ATTEMPTS: &str = "stagger.attempts";
@@ -111,16 +125,27 @@ mod imp {
     /// The value of a label past its bound.
     const OTHER: &str = "_OTHER";
 
-    /// The labels every metric carries: the request's method and host, when it has them.
+    /// The labels every metric carries: the request's method and host, when it has them; a gRPC
+    /// call's service and method instead of its HTTP method.
     fn labels(view: Option<&RequestView<'_>>) -> Vec<Label> {
         describe();
         let Some(view) = view else {
             return Vec::new();
         };
-        let mut labels = vec![Label::from_static_parts(
-            "http.request.method",
-            method(view.method()),
-        )];
+        let mut labels = match view.grpc_method() {
+            Some(name) => {
+                let (service, method) = rpc_method(name);
+                vec![
+                    Label::from_static_parts("rpc.system", "grpc"),
+                    Label::new("rpc.service", service),
+                    Label::new("rpc.method", method),
+                ]
+            }
+            None => vec![Label::from_static_parts(
+                "http.request.method",
+                method(view.method()),
+            )],
+        };
         if let Some(host) = view.host() {
             labels.push(Label::new("server.address", server_address(host)));
         }
@@ -162,6 +187,59 @@ mod imp {
         let name: Arc<str> = host.into();
         hosts.insert(Arc::clone(&name));
         SharedString::from_shared(name)
+    }
+
+    /// The service and method of the gRPC method `name` (`/package.Service/Method`), if it is one of
+    /// the first [`MAX_RPC_METHODS`] methods recorded; `_OTHER` for both past them, or for a name
+    /// that is not of that form.
+    fn rpc_method(name: &str) -> (SharedString, SharedString) {
+        type Known = std::collections::HashMap<Arc<str>, (SharedString, SharedString)>;
+        static METHODS: LazyLock<RwLock<Known>> = LazyLock::new(RwLock::default);
+        let other = || {
+            (
+                SharedString::const_str(OTHER),
+                SharedString::const_str(OTHER),
+            )
+        };
+        let known = |methods: &Known| match methods.get(name) {
+            Some(labels) => Some(labels.clone()),
+            None if methods.len() >= MAX_RPC_METHODS => Some(other()),
+            None => None,
+        };
+        if let Some(labels) = known(&METHODS.read().unwrap_or_else(PoisonError::into_inner)) {
+            return labels;
+        }
+        let Some((service, method)) = name
+            .strip_prefix('/')
+            .and_then(|name| name.split_once('/'))
+            .filter(|(service, method)| {
+                !service.is_empty() && !method.is_empty() && !method.contains('/')
+            })
+        else {
+            return other();
+        };
+        let mut methods = METHODS.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(labels) = known(&methods) {
+            return labels;
+        }
+        let labels = (
+            SharedString::from_owned(service.to_owned()),
+            SharedString::from_owned(method.to_owned()),
+        );
+        methods.insert(name.into(), labels.clone());
+        labels
+    }
+
+    /// `rpc.grpc.status_code`, for a failure that was a gRPC status.
+    fn status_code(labels: &mut Vec<Label>, failure: Option<Reason>) {
+        const CODES: [&str; 17] = [
+            "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
+            "16",
+        ];
+        if let Some(Reason::Grpc(code)) = failure {
+            let code = CODES[usize::from(code.code())];
+            labels.push(Label::from_static_parts("rpc.grpc.status_code", code));
+        }
     }
 
     /// Describes the metrics to the recorder, once per process.
@@ -236,6 +314,7 @@ mod imp {
         let mut labels = labels(view);
         labels.push(Label::from_static_parts("error.type", reason.as_str()));
         labels.push(Label::from_static_parts("delay.reason", cause.as_str()));
+        status_code(&mut labels, Some(reason));
         counter!(RETRIES, labels).increment(1);
     }
 
@@ -253,7 +332,7 @@ mod imp {
         attempts: u32,
         slept: Duration,
         stop: StopReason,
-        failing: bool,
+        failure: Option<Reason>,
     ) {
         let labels = labels(view);
         counter!(ATTEMPTS, labels.clone()).increment(u64::from(attempts));
@@ -264,9 +343,10 @@ mod imp {
             StopReason::Throttled => counter!(THROTTLE_REJECTIONS, labels.clone()).increment(1),
             _ => {}
         }
-        if failing {
+        if failure.is_some() {
             let mut labels = labels;
             labels.push(Label::from_static_parts("stop.reason", stop.as_str()));
+            status_code(&mut labels, failure);
             counter!(CALLS_GIVEN_UP, labels).increment(1);
         }
     }
@@ -303,7 +383,7 @@ mod imp {
         _: u32,
         _: Duration,
         _: StopReason,
-        _: bool,
+        _: Option<Reason>,
     ) {
     }
 }

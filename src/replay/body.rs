@@ -393,6 +393,15 @@ impl<B> ReplayBody<B> {
     }
 
     /// For the body [`record`](Self::record) returned: the body recorded, if it came back unread.
+    /// The slot a recording's template holds, where its body comes back if it is dropped unread.
+    #[cfg(feature = "tonic")]
+    pub(crate) fn into_unread_slot(self) -> Option<Arc<Unread<B>>> {
+        match self.inner {
+            Inner::Unread(slot) => Some(slot),
+            Inner::Streaming(_) | Inner::Replayed(_) => None,
+        }
+    }
+
     pub(crate) fn take_unread(&self) -> Option<B> {
         match &self.inner {
             Inner::Unread(unread) => unread.take(),

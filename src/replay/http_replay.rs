@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::{HeaderMap, Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
+use crate::classify::grpc::is_grpc;
 use crate::classify::{AsError, IDEMPOTENCY_KEY, RequestView};
 use crate::engine::policy::RetryPolicy;
 #[cfg(feature = "reqwest")]
@@ -145,6 +146,8 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
             recorder,
             #[cfg(feature = "reqwest")]
             unread: None,
+            #[cfg(feature = "tonic")]
+            tonic_unread: None,
         })
     }
 
@@ -162,7 +165,7 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
 
 /// A copy of `request` with `body`. `http::Request` is not `Clone` because its extensions are not;
 /// the extensions a client reads are cloneable, and `Extensions::clone` copies those.
-fn with_body<B, C>(request: &http::Request<B>, body: C) -> http::Request<C> {
+pub(crate) fn with_body<B, C>(request: &http::Request<B>, body: C) -> http::Request<C> {
     let mut copy = http::Request::new(body);
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = request.uri().clone();
@@ -210,6 +213,8 @@ impl Replay<reqwest::Request> for HttpReplay {
             template: template?,
             recorder,
             unread: Some(unread),
+            #[cfg(feature = "tonic")]
+            tonic_unread: None,
         })
     }
 
@@ -226,8 +231,8 @@ impl Replay<reqwest::Request> for HttpReplay {
 
 /// What is kept of an `http` request sent without a copy: its method, its target and the headers
 /// judging reads — its `Host` when the target is in origin form (the host its cooldown, budget and
-/// throttle are kept for), its `Idempotency-Key`. Nothing is allocated for a request without them.
-fn keep_head<B>(request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
+/// throttle are kept for), its `Idempotency-Key`, a gRPC call's `content-type`. Nothing is allocated for a request without them.
+pub(crate) fn keep_head<B>(request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
     let mut headers = HeaderMap::new();
     let kept = request.headers();
     if request.uri().host().is_none()
@@ -238,10 +243,18 @@ fn keep_head<B>(request: &http::Request<B>) -> (Method, Uri, HeaderMap) {
     if let Some(key) = kept.get(IDEMPOTENCY_KEY) {
         headers.insert(IDEMPOTENCY_KEY, key.clone());
     }
+    // A gRPC call is judged as gRPC's (its method's codes), the last attempt too.
+    if is_grpc(kept)
+        && let Some(content_type) = kept.get(http::header::CONTENT_TYPE)
+    {
+        headers.insert(http::header::CONTENT_TYPE, content_type.clone());
+    }
     (request.method().clone(), request.uri().clone(), headers)
 }
 
-fn http_view<B>(request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>) -> RequestView<'_> {
+pub(crate) fn http_view<B>(
+    request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
+) -> RequestView<'_> {
     match request {
         Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
         Sent::Kept((method, uri, headers)) => RequestView::new(method, uri, headers),

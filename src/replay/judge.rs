@@ -6,8 +6,10 @@ use http::{Extensions, HeaderMap, StatusCode};
 
 use crate::attempt::Signal;
 use crate::attempt::{Attempt, RetryInfo};
-use crate::classify::{AsError, AttemptResult, RequestView};
+use crate::classify::grpc::{self, GrpcCode};
+use crate::classify::{AsError, AttemptResult, DefaultClassifier, Outcome, RequestView};
 use crate::engine::policy::RetryPolicy;
+use crate::signals::grpc::{Pushback, pushback, retry_info};
 use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
 
 /// An HTTP response as the adapters see it: `http::Response` and `reqwest::Response`.
@@ -85,6 +87,11 @@ where
     Res: HttpResponse,
     E: AsError,
 {
+    if !policy.shared.settings.custom_classifier
+        && let Some(attempt) = judge_grpc(policy, request, result)
+    {
+        return attempt;
+    }
     let seen = match result {
         Ok(response) => AttemptResult::Response {
             status: response.status(),
@@ -94,7 +101,7 @@ where
         Err(error) => AttemptResult::Error(error.as_error()),
     };
     let outcome = policy.classifier().classify(request, &seen);
-    let attempt = Attempt::new(outcome).idempotent(request.is_idempotent());
+    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(request));
     let retryable = outcome.is_retryable();
     let cooldown = policy.host_cooldown();
     // A success or a fatal answer reads no header, unless the policy keeps the pauses hosts ask for.
@@ -148,6 +155,98 @@ where
         .retry_after(delay.filter(|_| retryable))
         .throttled(retryable && throttled)
         .signal(signal)
+}
+
+/// Judges an attempt of a gRPC call as gRPC's retry design (A6) does, or `None` if neither the request
+/// nor the response is gRPC's (`content-type: application/grpc…`).
+///
+/// - A Trailers-Only response (`grpc-status` in its headers) is judged by its code: `OK` succeeds, a
+///   code the method retries ([`RetryPolicy::grpc_codes_of`]) is retried, any other is fatal.
+///   `RESOURCE_EXHAUSTED` is throttling. To the host's cooldown, `RESOURCE_EXHAUSTED` and a retried
+///   code with a pushback are refusals, as a `429` and a `503` with a delay are. Its pushback is the
+///   retry's floor: `grpc-retry-pushback-ms`,
+///   or else the `RetryInfo` in `grpc-status-details-bin`, after which the backoff starts over (A6);
+///   a negative or malformed `grpc-retry-pushback-ms` refuses the retry.
+/// - Response headers without `grpc-status` mean messages follow: the call is committed, a success to
+///   the retries, whatever its trailers say later.
+/// - A response that is not gRPC's to a gRPC request (a proxy's `502`) has the code gRPC's clients
+///   give it ([`GrpcCode::from_http`]).
+/// - An error is judged as for HTTP: what the server never saw (a refused connection,
+///   `REFUSED_STREAM`) is retried, anything ambiguous (a timeout, a reset) only for a method marked
+///   idempotent: a gRPC request is a `POST`.
+fn judge_grpc<Res, E>(
+    policy: &RetryPolicy,
+    request: &RequestView<'_>,
+    result: &Result<Res, E>,
+) -> Option<Attempt>
+where
+    Res: HttpResponse,
+    E: AsError,
+{
+    let response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            request.grpc_method()?;
+            let outcome = DefaultClassifier::error(error.as_error());
+            return Some(Attempt::new(outcome).idempotent(policy.is_idempotent(request)));
+        }
+    };
+    let headers = response.headers();
+    let code = if grpc::is_grpc(headers) {
+        match grpc::status_in(headers) {
+            Some(code) => code,
+            None if response.status() == StatusCode::OK => {
+                return Some(Attempt::new(Outcome::Success).signal(accepted(policy)));
+            }
+            None => GrpcCode::from_http(response.status()).unwrap_or(GrpcCode::Unknown),
+        }
+    } else {
+        request.grpc_method()?;
+        GrpcCode::from_http(response.status())?
+    };
+    let codes = request
+        .grpc_method()
+        .map_or_else(|| policy.grpc_retry_on(), |name| policy.grpc_codes_of(name));
+    let outcome = grpc::classify(code, codes);
+    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(request));
+    if !outcome.is_retryable() {
+        return Some(attempt.signal(accepted(policy)));
+    }
+    let (delay, refused) = match pushback(headers) {
+        Some(Pushback::After(delay)) => (Some(delay), false),
+        Some(Pushback::Stop) => (None, true),
+        None => (retry_info(headers), false),
+    };
+    let throttled = code == GrpcCode::ResourceExhausted;
+    // To the host's cooldown, as a `429` and a `503` with a delay are to HTTP's: a refusal.
+    let signal = if policy.host_cooldown() && (throttled || delay.is_some()) {
+        Signal::Refused {
+            asked: delay.unwrap_or_default(),
+            pace: None,
+        }
+    } else {
+        Signal::Nothing
+    };
+    Some(
+        attempt
+            .retry_after(delay)
+            .refused_retry(refused)
+            .restarts_backoff(delay.is_some())
+            .throttled(throttled)
+            .signal(signal),
+    )
+}
+
+/// What an answer the host did not refuse tells its cooldown, when the policy keeps one.
+fn accepted(policy: &RetryPolicy) -> Signal {
+    if policy.host_cooldown() {
+        Signal::Accepted {
+            spent: None,
+            pace: None,
+        }
+    } else {
+        Signal::Nothing
+    }
 }
 
 /// Puts what happened into the response the call ends with.

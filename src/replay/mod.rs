@@ -5,19 +5,25 @@
 //! [`ReplayBody`]: crate::ReplayBody
 
 pub(crate) mod body;
-mod http_replay;
+#[cfg(feature = "tonic")]
+mod grpc;
+pub(crate) mod http_replay;
 pub(crate) mod judge;
 mod replay_fn;
 
+#[cfg(feature = "tonic")]
+pub use grpc::GrpcReplay;
 pub use http_replay::HttpReplay;
 pub use replay_fn::ReplayFn;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::RequestView;
 use crate::engine::policy::RetryPolicy;
+use crate::engine::state::RetryState;
 use crate::replay::body::Recorder;
 #[cfg(feature = "reqwest")]
 use crate::replay::body::Unread;
@@ -70,7 +76,8 @@ impl<Req, K> Copy for Sent<'_, Req, K> {}
     message = "`{Self}` cannot copy `{Req}` requests for a retry",
     note = "`RetryLayer::new` takes `http::Request<B>` (http 1) with `B: Clone` or `B = stagger::ReplayBody<_>`, and `reqwest::Request` of reqwest 0.13 with stagger's `reqwest` feature",
     note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
-    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a body that is not `Clone` (hyper's `Incoming`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a tonic client (`tonic::body::Body`, a `Channel`): use `RetryLayer::grpc` (stagger's feature `tonic`)",
     note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
 pub trait Replay<Req> {
@@ -112,6 +119,72 @@ pub trait Replay<Req> {
     fn replay(&self, recorded: &Recorded<Req>) -> Option<Req> {
         let _ = recorded;
         None
+    }
+
+    /// Called right before an attempt of `request` is sent, with what the call knows of it: how many
+    /// attempts went before, and how long this one may take. The tower layer calls it before each
+    /// attempt (the first, each retry, each hedge); the reqwest middleware, whose `HttpReplay` has
+    /// nothing to set, before each hedge only. Does nothing by default; `GrpcReplay` (feature `tonic`)
+    /// sets gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
+    fn before_send(&self, request: &mut Req, attempt: NextAttempt<'_>) {
+        let _ = (request, attempt);
+    }
+}
+
+/// An attempt about to be sent, as [`Replay::before_send`] sees it.
+///
+/// ```
+/// use std::time::Duration;
+/// use stagger::RetryPolicy;
+/// use stagger::adapter::{NextAttempt, Replay, ReplayFn};
+///
+/// let policy = RetryPolicy::default();
+/// let state = policy.start();
+/// let first = NextAttempt::new(&state);
+/// assert_eq!(first.previous_attempts(), 0);
+/// // The earlier of the attempt timeout (10 s) and the deadline (30 s).
+/// assert_eq!(first.time_left(), Some(Duration::from_secs(10)));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct NextAttempt<'a> {
+    state: &'a RetryState,
+    /// Attempts of the call in flight, not yet judged: the one a hedge races.
+    in_flight: u32,
+}
+
+impl<'a> NextAttempt<'a> {
+    /// The next attempt of the call whose state is `state`.
+    pub const fn new(state: &'a RetryState) -> Self {
+        Self {
+            state,
+            in_flight: 0,
+        }
+    }
+
+    /// A hedge, sent while an attempt of the call is in flight.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) const fn hedge(state: &'a RetryState) -> Self {
+        Self {
+            state,
+            in_flight: 1,
+        }
+    }
+
+    /// How many attempts of the call were sent before this one: 0 for the first.
+    pub fn previous_attempts(&self) -> u32 {
+        self.state.attempts().saturating_add(self.in_flight)
+    }
+
+    /// How long this attempt may take: the earlier of the policy's `attempt_timeout` and what is left
+    /// before its deadline (`max_elapsed`); `None` without either.
+    pub fn time_left(&self) -> Option<Duration> {
+        self.state.attempt_time_left()
+    }
+
+    /// How long the call has run, from when its clock started (at its first attempt that had to
+    /// wait); zero before.
+    pub fn elapsed(&self) -> Duration {
+        self.state.elapsed()
     }
 }
 
@@ -199,7 +272,8 @@ pub trait Replay<Req> {
     message = "`{Self}` cannot judge `{Req}` requests answered with `Result<{Res}, {E}>`",
     note = "`RetryLayer::new` judges `http::Response<B>` (http 1), and `reqwest::Response` of reqwest 0.13 with stagger's `reqwest` feature; the inner service's error must implement `stagger::adapter::AsError`",
     note = "another major version of reqwest or http (reqwest 0.12, http 0.2) is a different crate whose types stagger does not read: `cargo tree -d` shows the second copy",
-    note = "a body that is not `Clone` (hyper's `Incoming`, tonic's `Body`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a body that is not `Clone` (hyper's `Incoming`, a `BoxBody`): wrap it in `stagger::ReplayBody`, which records it as it streams out, or buffer it (`http_body_util::Full<Bytes>`)",
+    note = "a tonic client (`tonic::body::Body`, a `Channel`): use `RetryLayer::grpc` (stagger's feature `tonic`)",
     note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
 pub trait Judge<Req, Res, E>: Replay<Req> {
@@ -227,6 +301,10 @@ pub struct Recorded<Req> {
     /// slot, as a `ReplayBody` has.
     #[cfg(feature = "reqwest")]
     unread: Option<Arc<Unread<reqwest::Body>>>,
+    /// Where a tonic body comes back if it is dropped unread: a `tonic::body::Body` has no room for
+    /// the slot either.
+    #[cfg(feature = "tonic")]
+    tonic_unread: Option<Arc<body::Unread<tonic::body::Body>>>,
 }
 
 impl<Req> Recorded<Req> {

@@ -19,7 +19,7 @@ use crate::drive::held::{Held, HeldRacers, decide};
 use crate::engine::state::RetryState;
 use crate::error::Error;
 use crate::error::Rejected;
-use crate::replay::{Judge, Sent};
+use crate::replay::{Judge, NextAttempt, Sent};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -96,9 +96,12 @@ where
         let held = Held::prepare(&retry, &replay, &mut request);
         let mut call = Call::new(retry);
         let state = match call.before_first::<S::Error>(|| replay.view(Sent::Copy(&request))) {
-            Ok(false) => State::Called {
-                future: service.call(request),
-            },
+            Ok(false) => {
+                replay.before_send(&mut request, NextAttempt::new(call.retry()));
+                State::Called {
+                    future: service.call(request),
+                }
+            }
             Ok(true) => State::Cooling {
                 request: Some(request),
             },
@@ -162,7 +165,8 @@ where
                     let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
                     let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
                     match ready.map(|()| request.take()) {
-                        Ok(Some(request)) => {
+                        Ok(Some(mut request)) => {
+                            replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
                             let future = this.service.call(request);
                             this.state.set(State::Called { future });
                             continue;
@@ -177,7 +181,8 @@ where
                     let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
                     let again = this.call.retry().may_retry();
                     match ready.map(|()| this.held.next(again, replay)) {
-                        Ok(Some(request)) => {
+                        Ok(Some(mut request)) => {
+                            replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
                             let future = this.service.call(request);
                             this.state.set(State::Called { future });
                             continue;

@@ -3,6 +3,8 @@ use ::tower::Layer;
 use super::service::Retry;
 use crate::engine::policy::RetryPolicy;
 use crate::error::ConfigError;
+#[cfg(feature = "tonic")]
+use crate::replay::GrpcReplay;
 use crate::replay::{HttpReplay, ReplayFn};
 
 /// Retries the requests of the service it wraps, as its [`RetryPolicy`] says.
@@ -76,6 +78,45 @@ impl RetryLayer {
         Self {
             policy,
             replay: HttpReplay,
+        }
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl RetryLayer<GrpcReplay> {
+    /// A layer that retries the calls of a tonic client under `policy`, as gRPC's retry design (A6)
+    /// says (feature `tonic`): over a `tonic::transport::Channel`, or any service of
+    /// `http::Request<tonic::body::Body>`, and under a generated client.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use stagger::{RetryLayer, RetryPolicy};
+    /// use tower::ServiceBuilder;
+    ///
+    /// let channel = tonic::transport::Channel::from_static("http://[::1]:50051").connect_lazy();
+    /// let channel = ServiceBuilder::new()
+    ///     .layer(RetryLayer::grpc(RetryPolicy::default()))
+    ///     .service(channel);
+    /// // Any generated client takes it: `GreeterClient::new(channel)`; or by hand:
+    /// let mut client = tonic::client::Grpc::new(channel);
+    /// client.ready().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A call that fails before any message with a status the method retries (`UNAVAILABLE`,
+    /// `RESOURCE_EXHAUSTED` by default: [`grpc_retry_on`](crate::RetryPolicyBuilder::grpc_retry_on),
+    /// [`grpc_method`](crate::RetryPolicyBuilder::grpc_method)) is sent again, after the server's
+    /// `grpc-retry-pushback-ms` if it gave one; a call whose messages have started is never retried.
+    /// Its request's messages are kept for the retries within the policy's
+    /// [`replay_buffer`](crate::RetryPolicyBuilder::replay_buffer) ([`GrpcReplay`]).
+    ///
+    /// Not [`RetryLayer::new`]: tonic's body is not `Clone`, and Rust does not let stagger read a
+    /// body that is not `Clone` in the same layer type as those that are (see [`GrpcReplay`]).
+    pub const fn grpc(policy: RetryPolicy) -> Self {
+        Self {
+            policy,
+            replay: GrpcReplay,
         }
     }
 }

@@ -8,11 +8,12 @@ use std::time::Duration;
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
 use crate::engine::guards::{Fleet, RetryBudget};
-use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
+use crate::engine::policy::{GrpcRules, RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
 
+mod grpc;
 mod sending;
 mod throttling;
 
@@ -67,6 +68,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("max_retry_after", &self.settings.max_retry_after)
             .field("retry_after", &self.settings.retry_after)
             .field("idempotency", &self.settings.idempotency)
+            .field("grpc", &self.settings.grpc)
             .field("budget", &self.budget)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
@@ -123,6 +125,7 @@ impl RetryPolicyBuilder {
                 classifier: Box::new(DefaultClassifier),
                 custom_classifier: false,
                 on_retry: None,
+                grpc: GrpcRules::default(),
             },
             host_cooldown: false,
             adaptive_throttle: None,
