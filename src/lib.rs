@@ -223,12 +223,14 @@ pub mod adapter {
 #[doc = include_str!("../docs/grpc.md")]
 struct GrpcDoctests;
 
-/// The README's examples use reqwest-middleware, tower and reqwest: compiled when all three are on.
+/// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
+/// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).
 #[cfg(all(
     doctest,
     feature = "reqwest-middleware",
     feature = "tower",
-    feature = "reqwest"
+    feature = "reqwest",
+    feature = "tonic"
 ))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
