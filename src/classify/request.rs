@@ -246,7 +246,8 @@ impl<'a> RequestView<'a> {
     /// assert_eq!(view.grpc_method(), Some("/helloworld.Greeter/SayHello"));
     /// ```
     pub fn grpc_method(&self) -> Option<&'a str> {
-        if crate::classify::grpc::is_grpc(self.headers?) {
+        // A gRPC call is a `POST`: a look at the method spares the header lookup of every other one.
+        if *self.method == Method::POST && crate::classify::grpc::is_grpc(self.headers?) {
             self.path()
         } else {
             None

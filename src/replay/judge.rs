@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-use http::{Extensions, HeaderMap, StatusCode};
+use http::{Extensions, HeaderMap, Method, StatusCode};
 
 use crate::attempt::Signal;
 use crate::attempt::{Attempt, RetryInfo};
@@ -183,6 +183,11 @@ where
     Res: HttpResponse,
     E: AsError,
 {
+    // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
+    // and its answer is judged without reading a header here.
+    if *request.method() != Method::POST {
+        return None;
+    }
     let response = match result {
         Ok(response) => response,
         Err(error) => {
