@@ -64,6 +64,11 @@ pub enum StopReason {
     /// The server asked the client not to retry: gRPC's `grpc-retry-pushback-ms` with a negative or
     /// malformed value (gRPC's retry design, A6).
     Pushback,
+    /// The request's own rule opts it out of a retry the policy would otherwise make: a gRPC method
+    /// marked [`GrpcMethod::no_retries`](crate::classify::GrpcMethod::no_retries), or whose codes
+    /// ([`GrpcMethod::retry_on`](crate::classify::GrpcMethod::retry_on)) leave out the status it
+    /// failed with.
+    OptedOut,
     /// A supervised task reached its restart limit (see
     /// [`RestartPolicyBuilder::max_restarts`](crate::RestartPolicyBuilder::max_restarts)).
     MaxRestarts,
@@ -97,6 +102,7 @@ impl StopReason {
             Self::Throttled => "throttled",
             Self::MaxRestarts => "max_restarts",
             Self::Pushback => "pushback",
+            Self::OptedOut => "opted_out",
         }
     }
 }
@@ -117,6 +123,7 @@ impl fmt::Display for StopReason {
             Self::Throttled => "throttled locally",
             Self::MaxRestarts => "restart limit reached",
             Self::Pushback => "server asked not to retry",
+            Self::OptedOut => "opted out of retries",
         })
     }
 }
@@ -177,6 +184,12 @@ pub struct Attempt {
     pub(crate) refused_retry: bool,
     /// The server timed this retry (gRPC's pushback): the backoff starts over after it (A6).
     pub(crate) restarts_backoff: bool,
+    /// The request's own rule opts it out of the retry its outcome would get (a gRPC method's).
+    pub(crate) opted_out: bool,
+    /// The server's application never saw the attempt (a gRPC call's refused connection,
+    /// `REFUSED_STREAM`, graceful `GOAWAY`): A6's transparent retry, which `max_retries` and
+    /// `grpc-previous-rpc-attempts` do not count.
+    pub(crate) transparent: bool,
     /// What the answer tells the host's cooldown.
     pub(crate) signal: Signal,
 }
@@ -201,6 +214,8 @@ impl Attempt {
             throttled: false,
             refused_retry: false,
             restarts_backoff: false,
+            opted_out: false,
+            transparent: false,
             signal: Signal::Nothing,
         }
     }
@@ -329,6 +344,51 @@ impl Attempt {
         self
     }
 
+    /// Whether the request's own rule opts it out of retries (a gRPC method marked
+    /// [`GrpcMethod::no_retries`](crate::classify::GrpcMethod::no_retries), or whose codes leave out
+    /// the status it failed with): the call then stops with [`StopReason::OptedOut`] rather than as
+    /// fatal, so that its events say why. Defaults to `false`.
+    ///
+    /// ```
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, RetryPolicy, StopReason};
+    ///
+    /// let decision = RetryPolicy::default().start().decide(Attempt::new(Outcome::Fatal).opted_out(true), None);
+    /// assert_eq!(decision, Decision::Stop(StopReason::OptedOut));
+    /// ```
+    pub const fn opted_out(mut self, opted_out: bool) -> Self {
+        self.opted_out = opted_out;
+        self
+    }
+
+    /// Whether the server's application never saw this attempt, so that a gRPC call retries it
+    /// *transparently* (A6): HTTP/2 `REFUSED_STREAM`, a graceful `GOAWAY` for a stream the server did
+    /// not process. The first such attempt of a call is retried at once, without the backoff, and is
+    /// not counted against `max_retries` nor in the `grpc-previous-rpc-attempts` the server is told
+    /// ([`RetryInfo::transparent`]); it is still one of [`RetryInfo::attempts`], and its retry is paid
+    /// from the budget. A later one is an ordinary retry. Defaults to `false`; the gRPC adapter sets
+    /// it.
+    ///
+    /// Once a call, at once, and not counted against `max_retries`:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// let mut state = RetryPolicy::builder().max_retries(0).build()?.start();
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::RefusedStream)).transparent(true);
+    /// assert_eq!(state.decide(refused, None), Decision::Retry(Duration::ZERO));
+    /// state.begin_retry(None).unwrap();
+    /// assert_eq!(state.decide(refused, None), Decision::Stop(StopReason::MaxRetries));
+    /// assert_eq!((state.info().attempts(), state.info().transparent()), (2, 1));
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub const fn transparent(mut self, transparent: bool) -> Self {
+        self.transparent = transparent;
+        self
+    }
+
     /// What the answer tells the host's cooldown, as the HTTP adapters read it.
     pub(crate) const fn signal(mut self, signal: Signal) -> Self {
         self.signal = signal;
@@ -381,6 +441,7 @@ impl Attempt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetryInfo {
     pub(crate) attempts: u32,
+    pub(crate) transparent: u32,
     pub(crate) slept: Duration,
     pub(crate) cooldown: Duration,
     pub(crate) hedges: u32,
@@ -429,6 +490,14 @@ impl RetryInfo {
     /// ```
     pub const fn retries(&self) -> u32 {
         self.attempts.saturating_sub(1)
+    }
+
+    /// Of the [`attempts`](Self::attempts), those a gRPC call retried transparently, because the
+    /// server's application never saw them (a refused connection, `REFUSED_STREAM`): gRPC's retry
+    /// design (A6) does not count them against `max_retries`, nor in the
+    /// `grpc-previous-rpc-attempts` the server is told. Always zero for any other call.
+    pub const fn transparent(&self) -> u32 {
+        self.transparent
     }
 
     /// Time spent sleeping between attempts: the delays decided, not the attempts' own time.
@@ -519,6 +588,7 @@ impl RetryInfo {
     pub(crate) const fn stopped_before_sending(reason: StopReason) -> Self {
         Self {
             attempts: 0,
+            transparent: 0,
             slept: Duration::ZERO,
             cooldown: Duration::ZERO,
             hedges: 0,

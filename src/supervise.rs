@@ -136,6 +136,7 @@ fn gave_up<E>(state: &RestartState, uptime: Duration, ended: Result<(), E>) -> E
     metrics::restarts_given_up(uptime, ended.is_err());
     let info = RetryInfo {
         attempts: state.runs(),
+        transparent: 0,
         slept: state.slept(),
         cooldown: Duration::ZERO,
         hedges: 0,

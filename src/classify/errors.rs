@@ -191,6 +191,13 @@ fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
     if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
         return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
     }
+    // A tonic `Channel`'s own time limit (`Endpoint::timeout`, or the `grpc-timeout` the request
+    // carries): an attempt that timed out, as ours do, and not a cancellation (which tonic's
+    // `Status` makes of it).
+    #[cfg(feature = "tonic")]
+    if e.is::<tonic::TimeoutExpired>() {
+        return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+    }
     if let Some(e) = e.downcast_ref::<io::Error>() {
         // `io::Error::source()` skips the error an `io::Error` wraps, so a refusal wrapped in
         // `io::Error::other` (as TLS and proxy layers do) would otherwise never be seen: an
@@ -355,6 +362,16 @@ mod tests {
     #[test]
     fn timeouts_from_tower_are_retryable_if_idempotent() {
         let boxed: Box<dyn Error + Send + Sync> = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(
+            DefaultClassifier::error(boxed.as_error()),
+            Outcome::RetryIfIdempotent(Reason::Timeout)
+        );
+    }
+
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn a_tonic_channel_s_timeout_is_a_timeout() {
+        let boxed: Box<dyn Error + Send + Sync> = Box::new(tonic::TimeoutExpired(()));
         assert_eq!(
             DefaultClassifier::error(boxed.as_error()),
             Outcome::RetryIfIdempotent(Reason::Timeout)

@@ -1,5 +1,6 @@
-//! gRPC's words: its status codes ([`GrpcCode`]), a set of them ([`GrpcCodes`]), what a method allows
-//! ([`GrpcMethod`]), and how an answer's status is classified, following gRPC's retry design (A6).
+//! gRPC's words: its status codes ([`GrpcCode`]), a set of them ([`GrpcCodes`]), a method's name
+//! ([`GrpcName`]), what a method allows ([`GrpcMethod`]), and how an answer's status is classified,
+//! following gRPC's retry design (A6).
 //!
 //! A gRPC call is an HTTP/2 `POST` whose response carries `content-type: application/grpc…` and
 //! ends with a `grpc-status`. A status that comes in the response's headers (a *Trailers-Only*
@@ -12,6 +13,7 @@ use std::fmt;
 use http::{HeaderMap, StatusCode};
 
 use crate::classify::{Outcome, Reason};
+use crate::signals::grpc::{Pushback, pushback, retry_info};
 
 /// A gRPC status code (the `grpc-status` of a response), 0 to 16.
 ///
@@ -171,8 +173,15 @@ impl GrpcCodes {
     pub const NONE: Self = Self(0);
 
     /// What a policy retries unless told otherwise: `UNAVAILABLE` (as Envoy's and Istio's
-    /// `retry_on: unavailable`), and `RESOURCE_EXHAUSTED`, as throttling (it waits on the policy's
-    /// [`throttle_backoff`](crate::RetryPolicyBuilder::throttle_backoff)).
+    /// `retry_on: unavailable`), and `RESOURCE_EXHAUSTED` when the server names a delay.
+    ///
+    /// `RESOURCE_EXHAUSTED`, wherever it is listed, is retried only when its answer says when to
+    /// come back (`grpc-retry-pushback-ms`, or a `google.rpc.RetryInfo`), and then after that delay:
+    /// without one it is a quota that may not come back for hours, or a request over the server's
+    /// message limit that no retry can fix (AIP-194 lists it as not retryable), and it is returned at
+    /// once. A classifier of one's own can retry it anyway
+    /// ([`RetryPolicyBuilder::classifier`](crate::RetryPolicyBuilder::classifier)): it then waits on
+    /// the policy's [`throttle_backoff`](crate::RetryPolicyBuilder::throttle_backoff).
     pub const DEFAULT: Self = Self::new(&[GrpcCode::Unavailable, GrpcCode::ResourceExhausted]);
 
     /// The set of `codes`.
@@ -205,7 +214,7 @@ impl fmt::Debug for GrpcCodes {
     }
 }
 
-/// What one gRPC method allows, set by its full name with
+/// What one gRPC method allows, set by its name with
 /// [`RetryPolicyBuilder::grpc_method`](crate::RetryPolicyBuilder::grpc_method).
 ///
 /// A method without a rule retries the policy's codes
@@ -236,9 +245,10 @@ pub struct GrpcMethod {
 }
 
 impl GrpcMethod {
-    /// No status of this method is retried. Failures the server never saw (a refused connection,
-    /// HTTP/2 `REFUSED_STREAM`, a graceful `GOAWAY` for a stream it did not process) still are: A6's
-    /// *transparent* retries.
+    /// No status of this method is retried: a call that fails with one the policy would retry stops
+    /// with [`StopReason::OptedOut`](crate::StopReason::OptedOut). Failures the server never saw (a
+    /// refused connection, HTTP/2 `REFUSED_STREAM`, a graceful `GOAWAY` for a stream it did not
+    /// process) still are: A6's *transparent* retries.
     pub const fn no_retries() -> Self {
         Self {
             codes: Some(GrpcCodes::NONE),
@@ -280,6 +290,112 @@ impl GrpcMethod {
     }
 }
 
+/// The name of a gRPC method: its service (`package.Service`) and its method (`Method`), as a rule
+/// of [`RetryPolicyBuilder::grpc_method`](crate::RetryPolicyBuilder::grpc_method) names it and as
+/// [`RequestView::grpc_method`](crate::classify::RequestView::grpc_method) finds it in a call.
+///
+/// It is displayed as OpenTelemetry's `rpc.method` writes it, `package.Service/Method`.
+///
+/// ```
+/// use stagger::classify::GrpcName;
+///
+/// let name = GrpcName::parse("/shop.Payments/Charge").unwrap();
+/// assert_eq!((name.service(), name.method()), ("shop.Payments", "Charge"));
+/// assert_eq!(name.to_string(), "shop.Payments/Charge");
+/// // grpc-java's `getFullMethodName()` writes it without the slash: the same name.
+/// assert_eq!(GrpcName::parse("shop.Payments/Charge"), Some(name));
+/// assert_eq!(GrpcName::parse("/shop.Payments"), None);
+/// assert_eq!(GrpcName::parse("/grpc/shop.Payments/Charge"), None); // a path, not a name
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrpcName<'a> {
+    service: &'a str,
+    method: &'a str,
+}
+
+impl<'a> GrpcName<'a> {
+    /// The name written `/package.Service/Method` (the path of the method's requests, and gRPC's own
+    /// way of writing it) or `package.Service/Method` (grpc-java's `getFullMethodName()`, and
+    /// OpenTelemetry's `rpc.method`); `None` for anything else: an empty service or method, a third
+    /// segment, a space, a character that is not printable ASCII.
+    pub fn parse(full_name: &'a str) -> Option<Self> {
+        let name = full_name.strip_prefix('/').unwrap_or(full_name);
+        let (service, method) = name.split_once('/')?;
+        Self::of(service, method)
+    }
+
+    /// The method called by a request to `path`: its last two segments, so that a path under a
+    /// prefix (a gateway's `/grpc/package.Service/Method`, tonic's `Grpc::with_origin` with a path)
+    /// names the same method.
+    pub(crate) fn from_path(path: &'a str) -> Option<Self> {
+        let (rest, method) = path.rsplit_once('/')?;
+        let (_, service) = rest.rsplit_once('/')?;
+        Self::of(service, method)
+    }
+
+    /// The name of `method` of `service`, if both are valid (see [`parse`](Self::parse)).
+    pub(crate) fn of(service: &'a str, method: &'a str) -> Option<Self> {
+        let valid = |part: &str| {
+            !part.is_empty() && part.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
+        };
+        (valid(service) && valid(method)).then_some(Self { service, method })
+    }
+
+    /// The service, `package.Service`.
+    pub const fn service(&self) -> &'a str {
+        self.service
+    }
+
+    /// The method, without its service.
+    pub const fn method(&self) -> &'a str {
+        self.method
+    }
+}
+
+impl fmt::Display for GrpcName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.service, self.method)
+    }
+}
+
+/// What a policy retries of gRPC calls: the codes of every method, and the rules of some.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GrpcRules {
+    pub(crate) codes: GrpcCodes,
+    /// By name, written `package.Service/Method`; a handful at most, so a scan.
+    methods: Vec<(Box<str>, GrpcMethod)>,
+}
+
+impl GrpcRules {
+    /// Sets the rule of the method `name`, replacing the one it had.
+    pub(crate) fn set(&mut self, name: GrpcName<'_>, rule: GrpcMethod) {
+        let name: Box<str> = name.to_string().into_boxed_str();
+        self.methods.retain(|(known, _)| *known != name);
+        self.methods.push((name, rule));
+    }
+
+    /// The rule of the method `name`, if it has one.
+    pub(crate) fn rule(&self, name: GrpcName<'_>) -> Option<&GrpcMethod> {
+        self.methods.iter().find_map(|(known, rule)| {
+            let (service, method) = known.split_once('/')?;
+            (service == name.service && method == name.method).then_some(rule)
+        })
+    }
+
+    /// The codes retried for the method `name`: its rule's, or the policy's; the policy's for a call
+    /// whose method is not known.
+    pub(crate) fn codes_of(&self, name: Option<GrpcName<'_>>) -> GrpcCodes {
+        name.and_then(|name| self.rule(name))
+            .and_then(|rule| rule.codes)
+            .unwrap_or(self.codes)
+    }
+
+    /// Whether the method `name` is marked safe to send twice.
+    pub(crate) fn is_idempotent(&self, name: GrpcName<'_>) -> bool {
+        self.rule(name).is_some_and(|rule| rule.idempotent)
+    }
+}
+
 /// Whether `headers` (a request's or a response's) say gRPC: `content-type: application/grpc`, or
 /// one of its subtypes (`application/grpc+proto`).
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
@@ -301,12 +417,39 @@ pub(crate) fn status_in(headers: &HeaderMap) -> Option<GrpcCode> {
     )
 }
 
+/// What the status of a response to a gRPC call is, as gRPC's clients read it: the `grpc-status` of
+/// a Trailers-Only response; nothing for a gRPC response whose messages follow (the call is
+/// committed: its status comes in the trailers); and, for an answer that is not gRPC's (a proxy's),
+/// the code of its HTTP status ([`GrpcCode::from_http`]).
+pub(crate) fn response_status(status: StatusCode, headers: &HeaderMap) -> Option<GrpcCode> {
+    if is_grpc(headers) {
+        match status_in(headers) {
+            Some(code) => Some(code),
+            None if status == StatusCode::OK => None,
+            None => Some(GrpcCode::from_http(status).unwrap_or(GrpcCode::Unknown)),
+        }
+    } else {
+        GrpcCode::from_http(status)
+    }
+}
+
+/// Whether a gRPC answer names the delay after which to come back: a non-negative
+/// `grpc-retry-pushback-ms`, or a `google.rpc.RetryInfo` in `grpc-status-details-bin`.
+pub(crate) fn names_a_delay(headers: &HeaderMap) -> bool {
+    match pushback(headers) {
+        Some(Pushback::After(_)) => true,
+        Some(Pushback::Stop) => false,
+        None => retry_info(headers).is_some(),
+    }
+}
+
 /// What a status means under A6: `OK` succeeds, a code in `retryable` is retried (the server answered
 /// before it sent any message, and the service's owner says the code is safe to retry), any other
-/// code is fatal.
-pub(crate) fn classify(code: GrpcCode, retryable: GrpcCodes) -> Outcome {
+/// code is fatal. `RESOURCE_EXHAUSTED` is retried only when the answer names a delay (`delay_named`).
+pub(crate) fn classify(code: GrpcCode, retryable: GrpcCodes, delay_named: bool) -> Outcome {
     match code {
         GrpcCode::Ok => Outcome::Success,
+        GrpcCode::ResourceExhausted if !delay_named => Outcome::Fatal,
         code if retryable.contains(code) => Outcome::RetrySafe(Reason::Grpc(code)),
         _ => Outcome::Fatal,
     }
@@ -337,14 +480,33 @@ mod tests {
     fn the_default_codes_retry_unavailable_and_resource_exhausted_only() {
         let retried: Vec<_> = CODES
             .iter()
-            .filter(|c| classify(**c, GrpcCodes::DEFAULT).is_retryable())
+            .filter(|c| classify(**c, GrpcCodes::DEFAULT, true).is_retryable())
             .collect();
         assert_eq!(
             retried,
             [&GrpcCode::ResourceExhausted, &GrpcCode::Unavailable]
         );
-        assert_eq!(classify(GrpcCode::Ok, GrpcCodes::DEFAULT), Outcome::Success);
-        let invalid = classify(GrpcCode::InvalidArgument, GrpcCodes::DEFAULT);
+        assert_eq!(
+            classify(GrpcCode::Ok, GrpcCodes::DEFAULT, false),
+            Outcome::Success
+        );
+        let invalid = classify(GrpcCode::InvalidArgument, GrpcCodes::DEFAULT, true);
         assert_eq!(invalid, Outcome::Fatal);
+    }
+
+    #[test]
+    fn resource_exhausted_is_retried_only_when_a_delay_is_named() {
+        let exhausted = GrpcCode::ResourceExhausted;
+        assert_eq!(
+            classify(exhausted, GrpcCodes::DEFAULT, true),
+            Outcome::RetrySafe(Reason::Grpc(exhausted))
+        );
+        assert_eq!(
+            classify(exhausted, GrpcCodes::DEFAULT, false),
+            Outcome::Fatal
+        );
+        let listed = GrpcCodes::new(&[exhausted]);
+        assert_eq!(classify(exhausted, listed, false), Outcome::Fatal);
+        assert_eq!(classify(exhausted, GrpcCodes::NONE, true), Outcome::Fatal);
     }
 }

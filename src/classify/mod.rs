@@ -14,13 +14,13 @@ mod request;
 pub(crate) use as_error::{AsError, known_error};
 #[allow(deprecated)]
 pub use errors::classify_error;
-pub use grpc::{GrpcCode, GrpcCodes, GrpcMethod};
+pub use grpc::{GrpcCode, GrpcCodes, GrpcMethod, GrpcName};
 pub(crate) use outcome::{Outcome, Reason};
 pub use request::{AttemptResult, IDEMPOTENCY_KEY, RequestView};
 
 use std::fmt;
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 
 /// Decides what an HTTP attempt's outcome means.
 ///
@@ -227,8 +227,15 @@ where
 pub struct DefaultClassifier;
 
 impl ClassifyHttp for DefaultClassifier {
-    fn classify(&self, _request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+    fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
         match *result {
+            AttemptResult::Response {
+                status, headers, ..
+            } if *request.method() == Method::POST
+                && let Some(outcome) = grpc_response(request, status, headers) =>
+            {
+                outcome
+            }
             AttemptResult::Response {
                 status: StatusCode::FORBIDDEN,
                 headers,
@@ -238,6 +245,39 @@ impl ClassifyHttp for DefaultClassifier {
             AttemptResult::Error(error) => DefaultClassifier::error(error),
         }
     }
+}
+
+/// The verdict on an answer to a gRPC call, as gRPC's retry design (A6) reads it, or `None` when
+/// neither the request nor the response is gRPC's:
+///
+/// - a Trailers-Only response (`grpc-status` in its headers: no message was sent) is judged by its
+///   code: `OK` succeeds, a code the method retries is retried (`RESOURCE_EXHAUSTED` only when the
+///   answer names a delay), any other is fatal;
+/// - response headers without a status mean messages follow: the call is committed, a success to the
+///   retries, whatever its trailers say later;
+/// - an answer that is not gRPC's (a proxy's `502`, `503`, `429`) has the code gRPC's clients give
+///   it ([`GrpcCode::from_http`]): `UNAVAILABLE` for those three.
+///
+/// The codes a method retries are those of the policy judging it (its
+/// [`grpc_method`](crate::RetryPolicyBuilder::grpc_method) rule, or its
+/// [`grpc_retry_on`](crate::RetryPolicyBuilder::grpc_retry_on)), and [`GrpcCodes::DEFAULT`] for a
+/// view made by hand: a classifier of one's own that falls back to the default one keeps them.
+fn grpc_response(
+    request: &RequestView<'_>,
+    status: StatusCode,
+    headers: &http::HeaderMap,
+) -> Option<Outcome> {
+    if !grpc::is_grpc(headers) && request.grpc_method().is_none() {
+        return None;
+    }
+    let Some(code) = grpc::response_status(status, headers) else {
+        return Some(Outcome::Success);
+    };
+    Some(grpc::classify(
+        code,
+        request.grpc_codes(),
+        grpc::names_a_delay(headers),
+    ))
 }
 
 /// Whether a `403`'s headers say a rate limit refused it rather than a permission: GitHub answers its

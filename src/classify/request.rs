@@ -6,6 +6,8 @@ use std::fmt;
 
 use http::{Extensions, HeaderMap, Method, StatusCode, Uri};
 
+use crate::classify::grpc::{GrpcCodes, GrpcName, GrpcRules};
+
 /// The parts of a request a classifier may look at: its method, where it goes, and its headers.
 ///
 /// After the last attempt a request can have, the adapters no longer hold it (no copy is kept for an
@@ -30,6 +32,10 @@ pub struct RequestView<'a> {
     method: &'a Method,
     target: Target<'a>,
     headers: Option<&'a HeaderMap>,
+    /// Where tonic names a call's method (`tonic::GrpcMethod`), when the adapter has the request.
+    extensions: Option<&'a Extensions>,
+    /// The gRPC rules of the policy judging the request, which the default classifier applies.
+    grpc_rules: Option<&'a GrpcRules>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +60,8 @@ impl<'a> RequestView<'a> {
             method,
             target: Target::Uri(uri),
             headers: Some(headers),
+            extensions: None,
+            grpc_rules: None,
         }
     }
 
@@ -75,6 +83,8 @@ impl<'a> RequestView<'a> {
             method: request.method(),
             target: Target::Url(request.url()),
             headers: Some(request.headers()),
+            extensions: None,
+            grpc_rules: None,
         }
     }
 
@@ -86,7 +96,32 @@ impl<'a> RequestView<'a> {
             method,
             target: Target::Url(url),
             headers: None,
+            extensions: None,
+            grpc_rules: None,
         }
+    }
+
+    /// The same view, with the request's extensions: where a tonic client names the gRPC method it
+    /// calls (`tonic::GrpcMethod`, which generated clients put there), read by
+    /// [`grpc_method`](Self::grpc_method). The adapters give it for the requests they hold.
+    ///
+    /// ```
+    /// use stagger::classify::RequestView;
+    ///
+    /// let request = http::Request::get("http://example.com/").body(()).unwrap();
+    /// let view = RequestView::new(request.method(), request.uri(), request.headers())
+    ///     .with_extensions(request.extensions());
+    /// # let _ = view;
+    /// ```
+    pub const fn with_extensions(mut self, extensions: &'a Extensions) -> Self {
+        self.extensions = Some(extensions);
+        self
+    }
+
+    /// The same view, judged under a policy's gRPC rules.
+    pub(crate) const fn with_grpc_rules(mut self, rules: &'a GrpcRules) -> Self {
+        self.grpc_rules = Some(rules);
+        self
     }
 
     /// The request's method.
@@ -231,26 +266,44 @@ impl<'a> RequestView<'a> {
 }
 
 impl<'a> RequestView<'a> {
-    /// The gRPC method the request calls, by its full name (`/package.Service/Method`, the request's
-    /// path), if it is a gRPC request: its `content-type` is `application/grpc…`. `None` otherwise,
-    /// and for a request sent without a copy whose headers were not kept.
+    /// The gRPC method the request calls, if it is a gRPC request: a `POST` whose `content-type` is
+    /// `application/grpc…`. Its name is the one tonic gives it (the `tonic::GrpcMethod` among the
+    /// request's extensions, which generated clients set; feature `tonic`), or else the last two
+    /// segments of the request's path, so that a call sent under a path prefix (`Grpc::with_origin`
+    /// with `http://gateway/grpc`) names its method all the same. `None` for any other request, and
+    /// for a request sent without a copy whose headers were not kept.
     ///
     /// ```
-    /// use stagger::classify::RequestView;
+    /// use stagger::classify::{GrpcName, RequestView};
     ///
-    /// let call = http::Request::post("http://localhost:50051/helloworld.Greeter/SayHello")
+    /// let call = http::Request::post("http://gateway/grpc/helloworld.Greeter/SayHello")
     ///     .header("content-type", "application/grpc")
     ///     .body(())
     ///     .unwrap();
     /// let view = RequestView::new(call.method(), call.uri(), call.headers());
-    /// assert_eq!(view.grpc_method(), Some("/helloworld.Greeter/SayHello"));
+    /// assert_eq!(view.grpc_method(), GrpcName::parse("/helloworld.Greeter/SayHello"));
     /// ```
-    pub fn grpc_method(&self) -> Option<&'a str> {
+    pub fn grpc_method(&self) -> Option<GrpcName<'a>> {
         // A gRPC call is a `POST`: a look at the method spares the header lookup of every other one.
-        if *self.method == Method::POST && crate::classify::grpc::is_grpc(self.headers?) {
-            self.path()
-        } else {
-            None
+        if *self.method != Method::POST || !crate::classify::grpc::is_grpc(self.headers?) {
+            return None;
+        }
+        #[cfg(feature = "tonic")]
+        if let Some(named) = self
+            .extensions
+            .and_then(|extensions| extensions.get::<tonic::GrpcMethod<'static>>())
+        {
+            return GrpcName::of(named.service(), named.method());
+        }
+        GrpcName::from_path(self.path()?)
+    }
+
+    /// The gRPC status codes the policy judging this request retries for its method; the default
+    /// codes for a view made by hand, which no policy's rules are attached to.
+    pub(crate) fn grpc_codes(&self) -> GrpcCodes {
+        match self.grpc_rules {
+            Some(rules) => rules.codes_of(self.grpc_method()),
+            None => GrpcCodes::DEFAULT,
         }
     }
 }

@@ -72,6 +72,14 @@ pub(crate) trait Source<N> {
     fn replayable(&self) -> bool;
     /// The request for the retry; `again` says whether another retry may follow it.
     fn next(&mut self, again: bool) -> Option<N>;
+
+    /// Whether a response retried is kept, for a deadline that passes later to hand back
+    /// ([`Judge::KEEPS_LAST_RESPONSE`]).
+    ///
+    /// [`Judge::KEEPS_LAST_RESPONSE`]: crate::adapter::Judge::KEEPS_LAST_RESPONSE
+    fn keeps_last_response(&self) -> bool {
+        true
+    }
 }
 
 /// `stagger::retry`'s operation: no request to log, and a retry is always possible.
@@ -129,6 +137,12 @@ impl<Res> Call<Res> {
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<bool, Final<Res, E>> {
+        // A caller's deadline that has already passed (a gRPC call's `grpc-timeout`): nothing is
+        // sent with no time to run.
+        if self.retry.out_of_time() {
+            self.retry.expired_before_sending(view().as_ref());
+            return Err(self.at_deadline());
+        }
         match self.retry.before_first(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
@@ -276,7 +290,8 @@ impl<Res> Call<Res> {
             return ControlFlow::Break(self.end(result));
         };
         if let Some(Ok(response)) = result
-            && self.retry.policy().max_elapsed().is_some()
+            && self.retry.max_elapsed().is_some()
+            && source.keeps_last_response()
         {
             self.last = Some(Box::new(response));
         }
@@ -399,7 +414,7 @@ impl<Res> Call<Res> {
         match self.last.take() {
             Some(response) => Ok(*response),
             None => {
-                let max_elapsed = self.retry.policy().max_elapsed().unwrap_or(Duration::ZERO);
+                let max_elapsed = self.retry.max_elapsed().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
             }
         }
@@ -417,7 +432,7 @@ impl<Res> Call<Res> {
             // A timed-out attempt whose retry the deadline left no room for: the deadline is what
             // ended the call, and the error says so, as its `RetryInfo` does.
             None if info.stop_reason() == Some(StopReason::Deadline) => {
-                let max_elapsed = self.retry.policy().max_elapsed().unwrap_or(Duration::ZERO);
+                let max_elapsed = self.retry.max_elapsed().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
             }
             None => {

@@ -160,7 +160,12 @@ where
         let view = replay.view(held.sent());
         return ControlFlow::Break(call.decide_last(attempt, answered, view.as_ref()));
     }
-    let mut source = HeldSource { held, replay, next };
+    let mut source = HeldSource {
+        held,
+        replay,
+        next,
+        keeps_last_response: R::KEEPS_LAST_RESPONSE,
+    };
     call.decide(attempt, answered, &mut source)
 }
 
@@ -168,6 +173,7 @@ struct HeldSource<'h, Req, K, R, F> {
     held: &'h mut Held<Req, K>,
     replay: &'h R,
     next: F,
+    keeps_last_response: bool,
 }
 
 impl<Req, R, N, F> Source<N> for HeldSource<'_, Req, R::Kept, R, F>
@@ -185,6 +191,10 @@ where
 
     fn next(&mut self, again: bool) -> Option<N> {
         (self.next)(self.held, again)
+    }
+
+    fn keeps_last_response(&self) -> bool {
+        self.keeps_last_response
     }
 }
 

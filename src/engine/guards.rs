@@ -225,7 +225,7 @@ impl RetryState {
             }
             return Ok(None);
         }
-        if s.max_elapsed.is_some() && self.started.is_none() {
+        if self.max_elapsed().is_some() && self.started.is_none() {
             // The wait is part of the call.
             self.started = Some(now);
         }
@@ -282,7 +282,7 @@ impl RetryState {
             && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's
             // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
-            && self.attempts < s.max_retries
+            && self.counted() < s.max_retries
             && self.remaining() != Some(Duration::ZERO)
             && !self.host_busy(request)
     }

@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classify::{ClassifyHttp, GrpcCodes, GrpcMethod, Reason, RequestView};
+use crate::classify::grpc::GrpcRules;
+use crate::classify::{ClassifyHttp, GrpcCodes, GrpcName, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
 use crate::engine::guards::{Fleet, RetryBudget};
 
@@ -178,22 +179,8 @@ pub(crate) struct Settings {
     pub(crate) custom_classifier: bool,
     pub(crate) on_retry: Option<Box<RetryHook>>,
     pub(crate) grpc: GrpcRules,
-}
-
-/// What a policy retries of gRPC calls: the codes of every method, and the rules of some.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct GrpcRules {
-    pub(crate) codes: GrpcCodes,
-    /// By full name; a handful at most, so a scan.
-    pub(crate) methods: Vec<(Box<str>, GrpcMethod)>,
-}
-
-impl GrpcRules {
-    fn method(&self, name: &str) -> Option<&GrpcMethod> {
-        self.methods
-            .iter()
-            .find_map(|(known, rule)| (**known == *name).then_some(rule))
-    }
+    /// `max_elapsed` is sent as a gRPC call's deadline (`grpc-timeout`), not only the caller's own.
+    pub(crate) grpc_send_max_elapsed: bool,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -395,8 +382,8 @@ impl RetryPolicy {
         self.shared.settings.grpc.codes
     }
 
-    /// The gRPC status codes retried for the method `full_name` (`/package.Service/Method`): its
-    /// rule's, or the policy's.
+    /// The gRPC status codes retried for the method `full_name` (`/package.Service/Method`, or
+    /// `package.Service/Method`): its rule's, or the policy's.
     ///
     /// ```
     /// use stagger::classify::{GrpcCodes, GrpcMethod};
@@ -406,14 +393,26 @@ impl RetryPolicy {
     ///     .grpc_method("/shop.Payments/Charge", GrpcMethod::no_retries())
     ///     .build()?;
     /// assert_eq!(policy.grpc_codes_of("/shop.Payments/Charge"), GrpcCodes::NONE);
+    /// assert_eq!(policy.grpc_codes_of("shop.Payments/Charge"), GrpcCodes::NONE);
     /// assert_eq!(policy.grpc_codes_of("/shop.Catalog/List"), GrpcCodes::DEFAULT);
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn grpc_codes_of(&self, full_name: &str) -> GrpcCodes {
-        let grpc = &self.shared.settings.grpc;
-        grpc.method(full_name)
-            .and_then(|rule| rule.codes)
-            .unwrap_or(grpc.codes)
+        self.shared
+            .settings
+            .grpc
+            .codes_of(GrpcName::parse(full_name))
+    }
+
+    /// Whether `max_elapsed` is sent to a gRPC server as the call's deadline (see
+    /// [`RetryPolicyBuilder::grpc_send_max_elapsed`](crate::RetryPolicyBuilder::grpc_send_max_elapsed)).
+    pub fn grpc_send_max_elapsed(&self) -> bool {
+        self.shared.settings.grpc_send_max_elapsed
+    }
+
+    /// The policy's gRPC rules, which judging a gRPC call applies.
+    pub(crate) fn grpc_rules(&self) -> &GrpcRules {
+        &self.shared.settings.grpc
     }
 
     /// Whether sending `request` twice is harmless, as the policy judges it: an idempotent HTTP method
@@ -422,12 +421,8 @@ impl RetryPolicy {
     /// the request may be hedged.
     pub(crate) fn is_idempotent(&self, request: &RequestView<'_>) -> bool {
         request.is_idempotent()
-            || request.grpc_method().is_some_and(|name| {
-                self.shared
-                    .settings
-                    .grpc
-                    .method(name)
-                    .is_some_and(|rule| rule.idempotent)
-            })
+            || request
+                .grpc_method()
+                .is_some_and(|name| self.shared.settings.grpc.is_idempotent(name))
     }
 }

@@ -70,6 +70,9 @@ pub struct RetryState {
     /// clock.
     pub(super) started: Option<Instant>,
     pub(super) attempts: u32,
+    /// Of `attempts`, the one retried transparently (gRPC's `REFUSED_STREAM` or `GOAWAY`), which
+    /// `max_retries` does not count: at most one a call.
+    pub(super) transparent: u32,
     /// Time slept between attempts, in nanoseconds (saturating at 584 years): half a `Duration`, in a
     /// state every request's future holds.
     pub(super) slept: u64,
@@ -125,6 +128,7 @@ impl Clone for RetryState {
             hedges: self.hedges,
             started: self.started,
             attempts: self.attempts,
+            transparent: self.transparent,
             slept: self.slept,
             stop: self.stop,
         }
@@ -157,6 +161,7 @@ impl RetryState {
             hedges: 0,
             started,
             attempts: 0,
+            transparent: 0,
             slept: 0,
             stop: None,
         }
@@ -207,8 +212,19 @@ impl RetryState {
     pub fn may_retry(&self) -> bool {
         let s = &self.policy.shared.settings;
         self.stop.is_none()
-            && self.attempts < s.max_retries
+            && self.counted() < s.max_retries
             && self.remaining() != Some(Duration::ZERO)
+    }
+
+    /// The attempts `max_retries` counts: all but a transparent one.
+    pub(super) const fn counted(&self) -> u32 {
+        self.attempts.saturating_sub(self.transparent)
+    }
+
+    /// Attempts that reached the server's application, as gRPC's `grpc-previous-rpc-attempts`
+    /// counts them: all but a transparent one.
+    pub(crate) const fn attempts_seen(&self) -> u32 {
+        self.counted()
     }
 
     /// What has happened so far.
@@ -224,6 +240,7 @@ impl RetryState {
     pub fn info(&self) -> RetryInfo {
         RetryInfo {
             attempts: self.attempts,
+            transparent: self.transparent,
             slept: self.slept(),
             cooldown: self.delays.as_ref().map_or(Duration::ZERO, |d| d.cooldown),
             hedges: self.hedges,
@@ -271,6 +288,7 @@ impl RetryState {
         // The retry decided last time was sent, since this is its outcome.
         self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
+        self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
         if attempt.outcome.is_retryable() {
             self.add_set_aside(&mut attempt);
@@ -290,6 +308,19 @@ impl RetryState {
             Decision::Stop(reason) => self.stop(reason, attempt.outcome.reason(), request),
         }
         decision
+    }
+
+    /// Counts `attempt` as transparent if it is one the server never saw and the call has had none:
+    /// A6 retries such a failure once, at once, uncounted; a second one is an ordinary retry.
+    fn count_transparent(&mut self, attempt: &mut Attempt) {
+        if !attempt.transparent {
+            return;
+        }
+        if self.transparent == 0 && attempt.outcome.is_retryable() {
+            self.transparent = 1;
+        } else {
+            attempt.transparent = false;
+        }
     }
 
     /// Reports a retry decided for `reason`, and keeps the reason for the call's end, should the
@@ -328,8 +359,10 @@ impl RetryState {
         attempt: Attempt,
         request: Option<&RequestView<'_>>,
     ) -> StopReason {
+        let mut attempt = attempt;
         self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
+        self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
@@ -387,6 +420,18 @@ impl RetryState {
         self.stop(reason, failing, request);
     }
 
+    /// Whether the call's deadline has passed: only a caller's deadline can have passed before the
+    /// first attempt ([`limit_deadline`](Self::limit_deadline)).
+    #[inline]
+    pub(crate) fn out_of_time(&self) -> bool {
+        self.remaining() == Some(Duration::ZERO)
+    }
+
+    /// The call's deadline passed before its first attempt could be sent: it ends with none made.
+    pub(crate) fn expired_before_sending(&mut self, request: Option<&RequestView<'_>>) {
+        self.stop(StopReason::Deadline, None, request);
+    }
+
     /// The deadline passed while an attempt was in flight, which counts as made.
     pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
@@ -421,14 +466,62 @@ impl RetryState {
     /// deadline (all of `max_elapsed` if its clock has not started); `None` without either.
     pub(crate) fn attempt_time_left(&self) -> Option<Duration> {
         let s = &self.policy.shared.settings;
-        let deadline = match self.started {
-            Some(_) => self.remaining(),
-            None => s.max_elapsed,
-        };
+        let deadline = self.deadline_left();
         match (deadline, s.attempt_timeout) {
             (Some(deadline), Some(attempt)) => Some(deadline.min(attempt)),
             (deadline, attempt) => deadline.or(attempt),
         }
+    }
+
+    /// Time left before the call's deadline (all of it if its clock has not started); `None` without
+    /// one.
+    pub(crate) fn deadline_left(&self) -> Option<Duration> {
+        match self.started {
+            Some(_) => self.remaining(),
+            None => self.max_elapsed(),
+        }
+    }
+
+    /// The call's deadline, counted from its start: the policy's `max_elapsed`, or the caller's own
+    /// if sooner ([`limit_deadline`](Self::limit_deadline)).
+    pub(crate) fn max_elapsed(&self) -> Option<Duration> {
+        match &self.delays {
+            Some(delays) if delays.deadline.is_some() => delays.deadline,
+            _ => self.policy.shared.settings.max_elapsed,
+        }
+    }
+
+    /// Ends the call within `within` from now, if that is sooner than its deadline so far (the
+    /// policy's [`max_elapsed`](RetryPolicy::max_elapsed)): a deadline the caller set on this request,
+    /// such as a gRPC call's `grpc-timeout`. No retry is decided that would wait past it, none is sent
+    /// after it, and an attempt in flight when it passes is cut, as with `max_elapsed`. Starts the
+    /// deadline's clock now if it had not started.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::adapter::{Attempt, Decision};
+    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let backoff = Backoff::fixed(Duration::from_millis(10));
+    /// let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start(); // 30 s
+    /// state.limit_deadline(Duration::from_millis(50)); // the caller's
+    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// let Decision::Retry(_) = state.decide(refused, None) else { unreachable!() };
+    /// tokio::time::sleep(Duration::from_millis(50)).await;
+    /// assert_eq!(state.begin_retry(None), Err(StopReason::Deadline));
+    /// # }
+    /// ```
+    pub fn limit_deadline(&mut self, within: Duration) {
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        let limit = now
+            .saturating_duration_since(started)
+            .saturating_add(within);
+        let deadline = Some(self.max_elapsed().map_or(limit, |max| max.min(limit)));
+        // Rare (a caller's own deadline), so kept with the call's other rare state, on the heap.
+        Schedules::of(&mut self.delays, &self.policy.shared).deadline = deadline;
     }
 
     /// How long the call has run, since its clock started; zero before.
@@ -439,7 +532,7 @@ impl RetryState {
 
     /// When the deadline passes, starting its clock if it has not started.
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
-        let max = self.policy.shared.settings.max_elapsed?;
+        let max = self.max_elapsed()?;
         self.started
             .get_or_insert_with(Instant::now)
             .checked_add(max)
@@ -470,7 +563,7 @@ impl RetryState {
 
     /// Time left before the deadline, if there is one and its clock has started.
     pub(super) fn remaining(&self) -> Option<Duration> {
-        let max = self.policy.shared.settings.max_elapsed?;
+        let max = self.max_elapsed()?;
         let started = self.started?;
         Some(max.saturating_sub(started.elapsed()))
     }
@@ -487,16 +580,17 @@ impl RetryState {
         let s = &self.policy.shared.settings;
         match attempt.outcome {
             Outcome::Success => return Some(StopReason::Success),
+            Outcome::Fatal if attempt.opted_out => return Some(StopReason::OptedOut),
             Outcome::Fatal => return Some(StopReason::Fatal),
             Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
         }
         if attempt.refused_retry {
             return Some(StopReason::Pushback);
         }
-        if self.attempts > s.max_retries {
+        if self.counted() > s.max_retries {
             return Some(StopReason::MaxRetries);
         }
-        if s.max_elapsed.is_some() && self.started.is_none() {
+        if self.max_elapsed().is_some() && self.started.is_none() {
             // An adapter starts the clock when an attempt first waits; one that never waited took no time.
             self.started = Some(Instant::now());
         }
@@ -550,7 +644,10 @@ impl RetryState {
         // The generators are seeded at the first retry, so a request that succeeds at once pays nothing
         // for them.
         let schedules = Schedules::of(&mut self.delays, shared);
-        let backoff_delay = if cause == DelayCause::Throttle {
+        // A transparent retry goes at once (A6), and leaves the backoff where it was.
+        let backoff_delay = if attempt.transparent {
+            Duration::ZERO
+        } else if cause == DelayCause::Throttle {
             schedules
                 .throttle
                 .get_or_insert_with(|| {
@@ -619,6 +716,9 @@ pub(super) struct Schedules {
     pub(super) set_aside: Option<Pushback>,
     /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.
     pub(super) failing: Option<Reason>,
+    /// The call's deadline, from its start, when the caller set one sooner than the policy's
+    /// `max_elapsed` ([`RetryState::limit_deadline`]).
+    pub(super) deadline: Option<Duration>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -643,6 +743,7 @@ impl Schedules {
                 slot: None,
                 set_aside: None,
                 failing: None,
+                deadline: None,
             })
         })
     }

@@ -71,6 +71,10 @@ pub enum ConfigError {
     /// The window of a restart policy's [`max_restarts`](crate::RestartPolicyBuilder::max_restarts)
     /// is zero: no restart would count against the limit.
     RestartWindow(Duration),
+    /// A name given to [`grpc_method`](crate::RetryPolicyBuilder::grpc_method) is not a gRPC
+    /// method's: neither `/package.Service/Method` nor `package.Service/Method`. No call would match
+    /// its rule.
+    GrpcMethodName(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -136,6 +140,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "max_restarts' window must be greater than zero, got {within:?}: no restart would count \
                  against the limit (use max_restarts(None, ..) for no limit)"
+            ),
+            Self::GrpcMethodName(name) => write!(
+                f,
+                "grpc_method's name must be /package.Service/Method (or package.Service/Method), \
+                 got {name:?}: no call would match its rule"
             ),
             Self::ClassifierUnused => f.write_str(
                 "the policy's classifier would never be asked: classify_with judges every result \

@@ -18,10 +18,11 @@
 //! | [`RUN_UPTIME`] | histogram (seconds) | `run.outcome` | how long each run that ended stayed up |
 //! | [`RESTARTS_GIVEN_UP`] | counter | none | supervisions that reached their restart limit |
 //!
-//! A gRPC call (a request whose `content-type` is `application/grpc…`) carries OpenTelemetry's RPC
-//! labels instead of `http.request.method`: `rpc.system` (`grpc`), `rpc.service` and `rpc.method`
-//! (from its path, `/package.Service/Method`), beside `server.address`; and where an attempt failed
-//! with a gRPC status ([`RETRIES`], [`CALLS_GIVEN_UP`]), `rpc.grpc.status_code`, its number.
+//! A gRPC call (a request whose `content-type` is `application/grpc…`) carries the labels of
+//! OpenTelemetry's RPC conventions (as of semantic conventions 1.39) instead of
+//! `http.request.method`: `rpc.system.name` (`grpc`) and `rpc.method`, fully qualified
+//! (`package.Service/Method`), beside `server.address`; and where an attempt failed with a gRPC
+//! status ([`RETRIES`], [`CALLS_GIVEN_UP`]), `rpc.response.status_code`, its name (`UNAVAILABLE`).
 //!
 //! Label names follow OpenTelemetry's HTTP and RPC conventions; `stop.reason`, `delay.reason` and
 //! `run.outcome` are stagger's own. The labels of a call made by [`retry()`](crate::retry()), which has
@@ -37,13 +38,13 @@
 //! | label | values |
 //! |---|---|
 //! | `http.request.method` | `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`, `TRACE`, `PATCH`; any other method is `_OTHER`, as in OpenTelemetry's HTTP conventions |
-//! | `rpc.system` | `grpc` |
-//! | `rpc.service`, `rpc.method` | the service and method of a gRPC call, for the first [`MAX_RPC_METHODS`] distinct methods the process records; every later one is `_OTHER` in both |
-//! | `rpc.grpc.status_code` | `0` to `16` |
+//! | `rpc.system.name` | `grpc` |
+//! | `rpc.method` with `server.address` | a gRPC call's method and host, for the first [`MAX_RPC_SERIES`] pairs of them the process records less one; every later call is `_OTHER` in both |
+//! | `rpc.response.status_code` | a gRPC status's name, `OK` to `UNAUTHENTICATED` |
 //! | `server.address` | the request's host, for the first [`MAX_SERVER_ADDRESSES`] distinct hosts the process records; every later host is `_OTHER` |
 //! | `error.type` | a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
 //! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` ([`StopReason::as_str`](crate::StopReason::as_str)) |
+//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback`, `opted_out` ([`StopReason::as_str`](crate::StopReason::as_str)) |
 //! | `run.outcome` | `failed`, or `returned` (a run that returned `Ok`, restarted with `restart_on_return`) |
 //!
 //! The `tracing` events carry the same tokens in their `error.type`, `delay.reason`, `stop.reason` and
@@ -67,11 +68,16 @@
 /// than the most recent, keeps each series whole: a host's counts never move to another series.
 pub const MAX_SERVER_ADDRESSES: usize = 100;
 
-/// How many distinct gRPC methods `rpc.service` and `rpc.method` name in one process: the first
-/// methods recorded keep their own series, and every later one is counted as `_OTHER`. A client's
-/// methods are those of its generated stubs, a bounded set, but a proxy forwards whatever path it is
-/// given; 100 is the bound of [`MAX_SERVER_ADDRESSES`], for the same reasons.
-pub const MAX_RPC_METHODS: usize = 100;
+/// How many series the gRPC calls of one process make of `rpc.method` and `server.address`
+/// together: the first `MAX_RPC_SERIES - 1` distinct pairs of a method and a host keep their own
+/// series, and every later call is counted in one more, `_OTHER` in both.
+///
+/// The two are bounded together, not each on its own: a client's methods are those of its generated
+/// stubs, but a proxy forwards whatever path it is given, to whichever host, and 100 methods on each
+/// of 100 hosts would make 10 000 series of one metric. 1 000 is the bound the HTTP labels keep (10
+/// methods on each of [`MAX_SERVER_ADDRESSES`] hosts), half of the 2 000 series an OpenTelemetry SDK
+/// keeps per metric before it folds every new one into an overflow series.
+pub const MAX_RPC_SERIES: usize = 1000;
 
 /// Counter: attempts made, first attempts, retries and hedges alike.
 pub const ATTEMPTS: &str = "stagger.attempts";
@@ -107,7 +113,7 @@ pub(crate) use imp::{call_ended, cooldown_wait, restart, restarts_given_up, retr
 
 #[cfg(feature = "metrics")]
 mod imp {
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
     use std::sync::{Arc, LazyLock, PoisonError, RwLock};
     use std::time::Duration;
 
@@ -119,35 +125,37 @@ mod imp {
     use super::*;
     use crate::attempt::RestartEvent;
     use crate::attempt::StopReason;
-    use crate::classify::{Reason, RequestView};
+    use crate::classify::{GrpcName, Reason, RequestView};
     use crate::observe::log::{DelayCause, run_outcome};
 
     /// The value of a label past its bound.
     const OTHER: &str = "_OTHER";
 
     /// The labels every metric carries: the request's method and host, when it has them; a gRPC
-    /// call's service and method instead of its HTTP method.
+    /// call's system and method instead of its HTTP method.
     fn labels(view: Option<&RequestView<'_>>) -> Vec<Label> {
         describe();
         let Some(view) = view else {
             return Vec::new();
         };
-        let mut labels = match view.grpc_method() {
-            Some(name) => {
-                let (service, method) = rpc_method(name);
-                vec![
-                    Label::from_static_parts("rpc.system", "grpc"),
-                    Label::new("rpc.service", service),
-                    Label::new("rpc.method", method),
-                ]
+        let host = view.host().map(server_address);
+        if let Some(name) = view.grpc_method() {
+            let (method, address) = rpc_series(name, host);
+            let mut labels = vec![
+                Label::from_static_parts("rpc.system.name", "grpc"),
+                Label::new("rpc.method", method),
+            ];
+            if let Some(address) = address {
+                labels.push(Label::new("server.address", address));
             }
-            None => vec![Label::from_static_parts(
-                "http.request.method",
-                method(view.method()),
-            )],
-        };
-        if let Some(host) = view.host() {
-            labels.push(Label::new("server.address", server_address(host)));
+            return labels;
+        }
+        let mut labels = vec![Label::from_static_parts(
+            "http.request.method",
+            method(view.method()),
+        )];
+        if let Some(host) = host {
+            labels.push(Label::new("server.address", host));
         }
         labels
     }
@@ -189,56 +197,47 @@ mod imp {
         SharedString::from_shared(name)
     }
 
-    /// The service and method of the gRPC method `name` (`/package.Service/Method`), if it is one of
-    /// the first [`MAX_RPC_METHODS`] methods recorded; `_OTHER` for both past them, or for a name
-    /// that is not of that form.
-    fn rpc_method(name: &str) -> (SharedString, SharedString) {
-        type Known = std::collections::HashMap<Arc<str>, (SharedString, SharedString)>;
-        static METHODS: LazyLock<RwLock<Known>> = LazyLock::new(RwLock::default);
-        let other = || {
-            (
-                SharedString::const_str(OTHER),
-                SharedString::const_str(OTHER),
-            )
+    /// The `rpc.method` and `server.address` of a gRPC call of `name` to `host` (already bounded by
+    /// [`server_address`]): theirs, if the pair is one of the first [`MAX_RPC_SERIES`] less one
+    /// recorded, and `_OTHER` for both past them, so that the two together make at most
+    /// [`MAX_RPC_SERIES`] series.
+    fn rpc_series(
+        name: GrpcName<'_>,
+        host: Option<SharedString>,
+    ) -> (SharedString, Option<SharedString>) {
+        type Series = (SharedString, Option<SharedString>);
+        static SERIES: LazyLock<RwLock<HashMap<String, Series>>> = LazyLock::new(RwLock::default);
+        let key = match &host {
+            Some(host) => format!("{name} {}", host.as_ref()),
+            None => name.to_string(),
         };
-        let known = |methods: &Known| match methods.get(name) {
+        let known = |series: &HashMap<String, Series>| match series.get(&key) {
             Some(labels) => Some(labels.clone()),
-            None if methods.len() >= MAX_RPC_METHODS => Some(other()),
+            None if series.len() + 1 >= MAX_RPC_SERIES => Some((
+                SharedString::const_str(OTHER),
+                Some(SharedString::const_str(OTHER)),
+            )),
             None => None,
         };
-        if let Some(labels) = known(&METHODS.read().unwrap_or_else(PoisonError::into_inner)) {
+        if let Some(labels) = known(&SERIES.read().unwrap_or_else(PoisonError::into_inner)) {
             return labels;
         }
-        let Some((service, method)) = name
-            .strip_prefix('/')
-            .and_then(|name| name.split_once('/'))
-            .filter(|(service, method)| {
-                !service.is_empty() && !method.is_empty() && !method.contains('/')
-            })
-        else {
-            return other();
-        };
-        let mut methods = METHODS.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(labels) = known(&methods) {
+        let mut series = SERIES.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(labels) = known(&series) {
             return labels;
         }
-        let labels = (
-            SharedString::from_owned(service.to_owned()),
-            SharedString::from_owned(method.to_owned()),
-        );
-        methods.insert(name.into(), labels.clone());
+        let labels = (SharedString::from_owned(name.to_string()), host);
+        series.insert(key, labels.clone());
         labels
     }
 
-    /// `rpc.grpc.status_code`, for a failure that was a gRPC status.
+    /// `rpc.response.status_code`, for a failure that was a gRPC status: its name.
     fn status_code(labels: &mut Vec<Label>, failure: Option<Reason>) {
-        const CODES: [&str; 17] = [
-            "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
-            "16",
-        ];
         if let Some(Reason::Grpc(code)) = failure {
-            let code = CODES[usize::from(code.code())];
-            labels.push(Label::from_static_parts("rpc.grpc.status_code", code));
+            labels.push(Label::from_static_parts(
+                "rpc.response.status_code",
+                code.as_str(),
+            ));
         }
     }
 

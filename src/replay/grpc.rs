@@ -1,11 +1,14 @@
 //! [`GrpcReplay`]: copying and judging the requests of a tonic client (feature `tonic`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
-use crate::classify::AsError;
+use crate::classify::{AsError, GrpcCode};
 use crate::engine::policy::RetryPolicy;
+use crate::error::Error;
 use crate::replay::body::{ReplayBody, declared_length};
 use crate::replay::http_replay::{http_view, keep_head, with_body};
 use crate::replay::judge::{judge, record};
@@ -23,10 +26,18 @@ type GrpcRequest = http::Request<tonic::body::Body>;
 /// recording (a unary call, a client stream that fits), or the body itself if it was never read (the
 /// connection was refused). A body longer than the buffer is sent once.
 ///
+/// The deadline the caller set (`tonic::Request::set_timeout`, a generated client's `grpc-timeout`)
+/// is the call's deadline, as gRPC defines it: no retry waits past it, none is sent after it, and a
+/// call it ends without an answer ends with `DEADLINE_EXCEEDED`.
+///
 /// Before each attempt it sets gRPC's headers of a retry (A6): `grpc-previous-rpc-attempts` on every
-/// attempt after the first (1, 2, …), and `grpc-timeout` to what is left of the call's time: the
-/// policy's `attempt_timeout` and deadline, and the `grpc-timeout` the caller set
-/// (`tonic::Request::set_timeout`), less the time the call has run.
+/// attempt after the first (1, 2, …; an attempt the server never saw, retried transparently, is not
+/// counted), and `grpc-timeout` to what is left of the call's deadline: the caller's, and the
+/// policy's `max_elapsed` only with
+/// [`grpc_send_max_elapsed`](crate::RetryPolicyBuilder::grpc_send_max_elapsed). A server takes
+/// `grpc-timeout` as the deadline of the whole call, a stream included, so `attempt_timeout` (the
+/// client's limit on a response's head) never goes on the wire, and a call without a deadline goes
+/// without one: a server stream then lasts as long as the server sends.
 ///
 /// Why not [`HttpReplay`] itself: it copies every `http::Request<B>` whose body is `Clone`, and Rust
 /// does not let a second rule for `tonic::body::Body` stand beside that one (tonic could make its body
@@ -104,18 +115,34 @@ impl Replay<GrpcRequest> for GrpcReplay {
         if previous > 0 {
             headers.insert("grpc-previous-rpc-attempts", HeaderValue::from(previous));
         }
-        // The caller's own timeout runs from the call's start, as ours do.
+        // The caller's own deadline runs from the call's start, as the call's clock does (the
+        // layer started it when it read the header: `deadline`).
         let asked = headers
             .get("grpc-timeout")
             .and_then(parse_timeout)
             .map(|asked| asked.saturating_sub(attempt.elapsed()));
-        let left = match (asked, attempt.time_left()) {
-            (Some(asked), Some(left)) => Some(asked.min(left)),
-            (asked, left) => asked.or(left),
+        let ours = attempt
+            .deadline_left()
+            .filter(|_| attempt.policy().grpc_send_max_elapsed());
+        let left = match (asked, ours) {
+            (Some(asked), Some(ours)) => Some(asked.min(ours)),
+            (asked, ours) => asked.or(ours),
         };
-        if let Some(left) = left {
-            headers.insert("grpc-timeout", encode_timeout(left));
+        match left {
+            Some(left) => {
+                headers.insert("grpc-timeout", encode_timeout(left));
+            }
+            None => {
+                headers.remove("grpc-timeout");
+            }
         }
+    }
+
+    fn deadline(&self, request: &GrpcRequest) -> Option<Duration> {
+        request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(parse_timeout)
     }
 }
 
@@ -129,8 +156,11 @@ impl Replay<GrpcRequest> for GrpcReplay {
 /// [`HttpReplay`]: crate::adapter::HttpReplay
 impl<B, E> Judge<GrpcRequest, http::Response<B>, E> for GrpcReplay
 where
+    B: Default,
     E: AsError,
 {
+    const KEEPS_LAST_RESPONSE: bool = false;
+
     fn judge(
         &self,
         policy: &RetryPolicy,
@@ -141,7 +171,10 @@ where
     }
 
     fn report(response: &mut http::Response<B>, info: RetryInfo) {
-        let previous = info.attempts().saturating_sub(1);
+        let previous = info
+            .attempts()
+            .saturating_sub(info.transparent())
+            .saturating_sub(1);
         if previous > 0 {
             let value = HeaderValue::from(previous);
             response
@@ -150,4 +183,44 @@ where
         }
         record(response, info);
     }
+
+    /// A time limit that passed with no answer in hand is `DEADLINE_EXCEEDED`, and a call not sent
+    /// (its host paused, adaptive throttling) `UNAVAILABLE`: a Trailers-Only response, as a gRPC
+    /// server or proxy answers, which tonic gives the caller as a `Status` of that code, whose
+    /// message is the error's (`deadline of 500ms passed after 2 attempts`).
+    fn response_for(&self, error: &Error<E>) -> Option<http::Response<B>> {
+        let code = if error.elapsed().is_some() {
+            GrpcCode::DeadlineExceeded
+        } else if error.rejected().is_some() {
+            GrpcCode::Unavailable
+        } else {
+            return None;
+        };
+        let mut response = http::Response::new(B::default());
+        *response.status_mut() = StatusCode::OK;
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert("grpc-status", HeaderValue::from(u16::from(code.code())));
+        if let Ok(message) = HeaderValue::from_str(&percent_encode(&error.to_string())) {
+            headers.insert("grpc-message", message);
+        }
+        Some(response)
+    }
+}
+
+/// `message` as `grpc-message` carries it: percent-encoded but for printable ASCII other than `%`
+/// (PROTOCOL-HTTP2).
+fn percent_encode(message: &str) -> String {
+    let mut encoded = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }

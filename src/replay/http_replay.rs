@@ -256,7 +256,9 @@ pub(crate) fn http_view<B>(
     request: Sent<'_, http::Request<B>, (Method, Uri, HeaderMap)>,
 ) -> RequestView<'_> {
     match request {
-        Sent::Copy(r) => RequestView::new(r.method(), r.uri(), r.headers()),
+        Sent::Copy(r) => {
+            RequestView::new(r.method(), r.uri(), r.headers()).with_extensions(r.extensions())
+        }
         Sent::Kept((method, uri, headers)) => RequestView::new(method, uri, headers),
     }
 }

@@ -7,7 +7,7 @@ use http::{Extensions, HeaderMap, Method, StatusCode};
 use crate::attempt::Signal;
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::grpc::{self, GrpcCode};
-use crate::classify::{AsError, AttemptResult, DefaultClassifier, Outcome, RequestView};
+use crate::classify::{AsError, AttemptResult, Outcome, Reason, RequestView};
 use crate::engine::policy::RetryPolicy;
 use crate::signals::grpc::{Pushback, pushback, retry_info};
 use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
@@ -77,7 +77,8 @@ impl HttpResponse for reqwest::Response {
 }
 
 /// Classifies one attempt with the policy's classifier and gathers what the state machine needs:
-/// idempotency from the request, `Retry-After` from a retryable response.
+/// idempotency from the request, `Retry-After` from a retryable response; for a gRPC call, what
+/// gRPC's answers say (see [`grpc_signals`]).
 pub(crate) fn judge<Res, E>(
     policy: &RetryPolicy,
     request: &RequestView<'_>,
@@ -87,11 +88,9 @@ where
     Res: HttpResponse,
     E: AsError,
 {
-    if !policy.shared.settings.custom_classifier
-        && let Some(attempt) = judge_grpc(policy, request, result)
-    {
-        return attempt;
-    }
+    // The classifier sees the policy's gRPC rules through the view: the default one applies them,
+    // and so does a classifier of one's own that falls back to it.
+    let request = request.with_grpc_rules(policy.grpc_rules());
     let seen = match result {
         Ok(response) => AttemptResult::Response {
             status: response.status(),
@@ -100,9 +99,26 @@ where
         },
         Err(error) => AttemptResult::Error(error.as_error()),
     };
-    let outcome = policy.classifier().classify(request, &seen);
-    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(request));
-    let retryable = outcome.is_retryable();
+    let outcome = policy.classifier().classify(&request, &seen);
+    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(&request));
+    // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
+    // and its answer is judged without a look at its headers here.
+    if *request.method() == Method::POST && is_grpc_call(&request, &seen) {
+        return grpc_signals(policy, &request, &seen, attempt);
+    }
+    http_signals(policy, &seen, attempt)
+}
+
+/// Whether an attempt is a gRPC call's: its request says so, or its response does.
+fn is_grpc_call(request: &RequestView<'_>, seen: &AttemptResult<'_>) -> bool {
+    request.grpc_method().is_some()
+        || matches!(seen, AttemptResult::Response { headers, .. } if grpc::is_grpc(headers))
+}
+
+/// What an HTTP answer says besides its outcome: a server's delay, throttling, and what it tells the
+/// host's cooldown.
+fn http_signals(policy: &RetryPolicy, seen: &AttemptResult<'_>, attempt: Attempt) -> Attempt {
+    let retryable = attempt.outcome().is_retryable();
     let cooldown = policy.host_cooldown();
     // A success or a fatal answer reads no header, unless the policy keeps the pauses hosts ask for.
     if !retryable && !cooldown {
@@ -110,7 +126,7 @@ where
     }
     let AttemptResult::Response {
         status, headers, ..
-    } = seen
+    } = *seen
     else {
         return attempt;
     };
@@ -157,65 +173,50 @@ where
         .signal(signal)
 }
 
-/// Judges an attempt of a gRPC call as gRPC's retry design (A6) does, or `None` if neither the request
-/// nor the response is gRPC's (`content-type: application/grpc…`).
+/// What a gRPC call's answer says besides its outcome, as gRPC's retry design (A6) reads it:
 ///
-/// - A Trailers-Only response (`grpc-status` in its headers) is judged by its code: `OK` succeeds, a
-///   code the method retries ([`RetryPolicy::grpc_codes_of`]) is retried, any other is fatal.
-///   `RESOURCE_EXHAUSTED` is throttling. To the host's cooldown, `RESOURCE_EXHAUSTED` and a retried
-///   code with a pushback are refusals, as a `429` and a `503` with a delay are. Its pushback is the
-///   retry's floor: `grpc-retry-pushback-ms`,
-///   or else the `RetryInfo` in `grpc-status-details-bin`, after which the backoff starts over (A6);
-///   a negative or malformed `grpc-retry-pushback-ms` refuses the retry.
-/// - Response headers without `grpc-status` mean messages follow: the call is committed, a success to
-///   the retries, whatever its trailers say later.
-/// - A response that is not gRPC's to a gRPC request (a proxy's `502`) has the code gRPC's clients
-///   give it ([`GrpcCode::from_http`]).
-/// - An error is judged as for HTTP: what the server never saw (a refused connection,
-///   `REFUSED_STREAM`) is retried, anything ambiguous (a timeout, a reset) only for a method marked
-///   idempotent: a gRPC request is a `POST`.
-fn judge_grpc<Res, E>(
+/// - a Trailers-Only response's pushback is the retry's floor: `grpc-retry-pushback-ms`, or else the
+///   `RetryInfo` in `grpc-status-details-bin`, after which the backoff starts over; a negative or
+///   malformed `grpc-retry-pushback-ms` refuses the retry. `RESOURCE_EXHAUSTED` is throttling. To
+///   the host's cooldown, `RESOURCE_EXHAUSTED` and a retried code with a pushback are refusals, as a
+///   `429` and a `503` with a delay are to HTTP's;
+/// - a status the policy retries but the method's rule leaves out stops the call as opted out;
+/// - an answer that is not gRPC's (a proxy's `429` or `503`) is read as HTTP's: its `Retry-After`
+///   or rate-limit header is the floor, and a `429` waits on the throttle schedule;
+/// - an error the server's application never saw (`REFUSED_STREAM`, a graceful `GOAWAY`) is A6's
+///   transparent retry.
+fn grpc_signals(
     policy: &RetryPolicy,
     request: &RequestView<'_>,
-    result: &Result<Res, E>,
-) -> Option<Attempt>
-where
-    Res: HttpResponse,
-    E: AsError,
-{
-    // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
-    // and its answer is judged without reading a header here.
-    if *request.method() != Method::POST {
-        return None;
+    seen: &AttemptResult<'_>,
+    attempt: Attempt,
+) -> Attempt {
+    let outcome = attempt.outcome();
+    let headers = match *seen {
+        AttemptResult::Response { headers, .. } => headers,
+        AttemptResult::Error(_) => {
+            let unseen = matches!(
+                outcome,
+                Outcome::RetrySafe(Reason::RefusedStream | Reason::GoAway)
+            );
+            return attempt.transparent(unseen);
+        }
+    };
+    if !grpc::is_grpc(headers) {
+        return http_signals(policy, seen, attempt);
     }
-    let response = match result {
-        Ok(response) => response,
-        Err(error) => {
-            request.grpc_method()?;
-            let outcome = DefaultClassifier::error(error.as_error());
-            return Some(Attempt::new(outcome).idempotent(policy.is_idempotent(request)));
-        }
+    let Some(code) = grpc::status_in(headers) else {
+        // Messages follow: committed.
+        return attempt.signal(accepted(policy));
     };
-    let headers = response.headers();
-    let code = if grpc::is_grpc(headers) {
-        match grpc::status_in(headers) {
-            Some(code) => code,
-            None if response.status() == StatusCode::OK => {
-                return Some(Attempt::new(Outcome::Success).signal(accepted(policy)));
-            }
-            None => GrpcCode::from_http(response.status()).unwrap_or(GrpcCode::Unknown),
-        }
-    } else {
-        request.grpc_method()?;
-        GrpcCode::from_http(response.status())?
-    };
-    let codes = request
-        .grpc_method()
-        .map_or_else(|| policy.grpc_retry_on(), |name| policy.grpc_codes_of(name));
-    let outcome = grpc::classify(code, codes);
-    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(request));
     if !outcome.is_retryable() {
-        return Some(attempt.signal(accepted(policy)));
+        // A status the policy retries, left out by the method's own rule: an opt-out, not a fatal
+        // answer.
+        let opted_out = outcome == Outcome::Fatal
+            && policy.grpc_retry_on().contains(code)
+            && !request.grpc_codes().contains(code)
+            && (code != GrpcCode::ResourceExhausted || grpc::names_a_delay(headers));
+        return attempt.opted_out(opted_out).signal(accepted(policy));
     }
     let (delay, refused) = match pushback(headers) {
         Some(Pushback::After(delay)) => (Some(delay), false),
@@ -223,7 +224,6 @@ where
         None => (retry_info(headers), false),
     };
     let throttled = code == GrpcCode::ResourceExhausted;
-    // To the host's cooldown, as a `429` and a `503` with a delay are to HTTP's: a refusal.
     let signal = if policy.host_cooldown() && (throttled || delay.is_some()) {
         Signal::Refused {
             asked: delay.unwrap_or_default(),
@@ -232,14 +232,12 @@ where
     } else {
         Signal::Nothing
     };
-    Some(
-        attempt
-            .retry_after(delay)
-            .refused_retry(refused)
-            .restarts_backoff(delay.is_some())
-            .throttled(throttled)
-            .signal(signal),
-    )
+    attempt
+        .retry_after(delay)
+        .refused_retry(refused)
+        .restarts_backoff(delay.is_some())
+        .throttled(throttled)
+        .signal(signal)
 }
 
 /// What an answer the host did not refuse tells its cooldown, when the policy keeps one.

@@ -24,6 +24,7 @@ use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::RequestView;
 use crate::engine::policy::RetryPolicy;
 use crate::engine::state::RetryState;
+use crate::error::Error;
 use crate::replay::body::Recorder;
 #[cfg(feature = "reqwest")]
 use crate::replay::body::Unread;
@@ -122,12 +123,22 @@ pub trait Replay<Req> {
     }
 
     /// Called right before an attempt of `request` is sent, with what the call knows of it: how many
-    /// attempts went before, and how long this one may take. The tower layer calls it before each
-    /// attempt (the first, each retry, each hedge); the reqwest middleware, whose `HttpReplay` has
-    /// nothing to set, before each hedge only. Does nothing by default; `GrpcReplay` (feature `tonic`)
-    /// sets gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
+    /// attempts went before, and how long is left of its deadline. The tower layer calls it before
+    /// each attempt (the first, each retry, each hedge); the reqwest middleware, whose `HttpReplay`
+    /// has nothing to set, before each hedge only. Does nothing by default; `GrpcReplay` (feature
+    /// `tonic`) sets gRPC's `grpc-previous-rpc-attempts` and `grpc-timeout` from it.
     fn before_send(&self, request: &mut Req, attempt: NextAttempt<'_>) {
         let _ = (request, attempt);
+    }
+
+    /// The deadline the caller set on `request`, counted from now, if its protocol carries one (a
+    /// gRPC call's `grpc-timeout`, which `tonic::Request::set_timeout` sets). The adapters make it the
+    /// call's deadline when it is sooner than the policy's `max_elapsed`
+    /// ([`RetryState::limit_deadline`]): no retry waits past it, none is sent after it. `None`, the
+    /// default, for a request without one.
+    fn deadline(&self, request: &Req) -> Option<Duration> {
+        let _ = request;
+        None
     }
 }
 
@@ -170,15 +181,38 @@ impl<'a> NextAttempt<'a> {
         }
     }
 
-    /// How many attempts of the call were sent before this one: 0 for the first.
+    /// How many attempts of the call were sent before this one: 0 for the first. An attempt the
+    /// server's application never saw, retried transparently, is not counted (gRPC's
+    /// `grpc-previous-rpc-attempts`, see [`RetryInfo::transparent`]).
     pub fn previous_attempts(&self) -> u32 {
-        self.state.attempts().saturating_add(self.in_flight)
+        self.state.attempts_seen().saturating_add(self.in_flight)
     }
 
     /// How long this attempt may take: the earlier of the policy's `attempt_timeout` and what is left
-    /// before its deadline (`max_elapsed`); `None` without either.
+    /// before the call's deadline; `None` without either.
     pub fn time_left(&self) -> Option<Duration> {
         self.state.attempt_time_left()
+    }
+
+    /// What is left before the call's deadline: the policy's `max_elapsed`, or the caller's own if
+    /// sooner ([`Replay::deadline`]); `None` without one. The attempt timeout is not part of it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::RetryPolicy;
+    /// use stagger::adapter::NextAttempt;
+    ///
+    /// let state = RetryPolicy::default().start(); // the 30 s deadline's clock starts
+    /// let left = NextAttempt::new(&state).deadline_left().unwrap();
+    /// assert!(left <= Duration::from_secs(30) && left > Duration::from_secs(29));
+    /// ```
+    pub fn deadline_left(&self) -> Option<Duration> {
+        self.state.deadline_left()
+    }
+
+    /// The policy the call runs under.
+    pub fn policy(&self) -> &'a RetryPolicy {
+        self.state.policy()
     }
 
     /// How long the call has run, from when its clock started (at its first attempt that had to
@@ -277,6 +311,12 @@ impl<'a> NextAttempt<'a> {
     note = "for any other request type, use `RetryLayer::classify_with(policy, |result| ...)`"
 )]
 pub trait Judge<Req, Res, E>: Replay<Req> {
+    /// Whether a call whose deadline passes after it received a response worth retrying ends with
+    /// that response, intact: `true` for HTTP, the default. `GrpcReplay` says `false`: a gRPC call
+    /// whose deadline passes ends with `DEADLINE_EXCEEDED` ([`response_for`](Self::response_for)),
+    /// as gRPC's clients end it, unless its retries stopped first.
+    const KEEPS_LAST_RESPONSE: bool = true;
+
     /// Judges one attempt's result. Whether the request can be sent again is not the judge's to say:
     /// the adapter knows whether it holds a copy, and tells the state machine itself.
     fn judge(
@@ -288,6 +328,17 @@ pub trait Judge<Req, Res, E>: Replay<Req> {
 
     /// Records what the retries did in the response the call ends with (for HTTP, in its extensions).
     fn report(response: &mut Res, info: RetryInfo);
+
+    /// The response a call ends with instead of an error of stagger's own — a time limit that passed
+    /// with no response in hand ([`Error::elapsed`]), a request not sent ([`Error::rejected`]) — for
+    /// a protocol whose answers carry such an outcome themselves: `GrpcReplay` answers a gRPC call
+    /// with the status a gRPC client gives it (`DEADLINE_EXCEEDED`, `UNAVAILABLE`), as its caller
+    /// expects. Never asked about an error of the inner service, which the call ends with as it
+    /// came. `None`, the default: the call ends with the error.
+    fn response_for(&self, error: &Error<E>) -> Option<Res> {
+        let _ = error;
+        None
+    }
 }
 
 /// A request whose body is being recorded for a retry (see [`Replay::start_recording`]): the request

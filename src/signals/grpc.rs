@@ -166,26 +166,34 @@ fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A `grpc-timeout` value for `timeout`: at most eight digits, in the finest unit that holds it
-/// (PROTOCOL-HTTP2), rounded down, so that the server never waits longer than the client.
+/// A `grpc-timeout` value for `timeout`: rounded up to the millisecond, and to no less than one,
+/// then written in at most eight digits of the finest unit that holds it, rounded up again
+/// (PROTOCOL-HTTP2).
+///
+/// Rounded up as grpc-go and gRPC's C-core round it (grpc-java rounds down): the client ends the
+/// call at its deadline itself, and a tonic `Channel` below the layer enforces the header too; a
+/// value rounded up lets the client's own timer fire first, whose answer is `DEADLINE_EXCEEDED`,
+/// where the channel's would be tonic's `CANCELLED "Timeout expired"`. Never zero, which is not a
+/// valid value.
 #[cfg(any(feature = "tonic", test))]
 pub(crate) fn encode_timeout(timeout: Duration) -> HeaderValue {
     const MAX: u128 = 99_999_999;
-    let nanos = timeout.as_nanos();
+    const MILLI: u128 = 1_000_000;
+    let nanos = timeout.as_nanos().div_ceil(MILLI).max(1) * MILLI;
     let units: [(u128, char); 6] = [
         (1, 'n'),
         (1_000, 'u'),
-        (1_000_000, 'm'),
+        (MILLI, 'm'),
         (1_000_000_000, 'S'),
         (60_000_000_000, 'M'),
         (3_600_000_000_000, 'H'),
     ];
     let (value, unit) = units
         .iter()
-        .map(|&(per, unit)| (nanos / per, unit))
+        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
         .find(|&(value, _)| value <= MAX)
         .unwrap_or((MAX, 'H'));
-    HeaderValue::from_str(&format!("{value}{unit}")).unwrap_or(HeaderValue::from_static("0n"))
+    HeaderValue::from_str(&format!("{value}{unit}")).unwrap_or(HeaderValue::from_static("1m"))
 }
 
 /// A `grpc-timeout` value, if well formed: one to eight digits and a unit.
@@ -295,9 +303,14 @@ mod tests {
         assert_eq!(encode(Duration::from_millis(1500)), "1500000u");
         assert_eq!(encode(Duration::from_secs(30)), "30000000u");
         assert_eq!(encode(Duration::from_secs(300)), "300000m");
-        assert_eq!(encode(Duration::from_nanos(7)), "7n");
         assert_eq!(encode(Duration::from_secs(1_000_000)), "1000000S");
-        assert_eq!(encode(Duration::from_secs(1_000_000_000)), "16666666M");
+        assert_eq!(encode(Duration::from_secs(1_000_000_000)), "16666667M");
+        // Up to the millisecond, and never zero.
+        assert_eq!(encode(Duration::from_nanos(7)), "1000000n");
+        assert_eq!(encode(Duration::ZERO), "1000000n");
+        assert_eq!(encode(Duration::from_micros(499_001)), "500000u");
+        assert_eq!(encode(Duration::from_micros(1_499_001)), "1500000u");
+        assert_eq!(encode(Duration::MAX), "99999999H");
         for d in [Duration::from_millis(1500), Duration::from_secs(30)] {
             assert_eq!(parse_timeout(&encode_timeout(d)), Some(d));
         }

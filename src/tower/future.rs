@@ -4,6 +4,7 @@
 //! extensions. The future below is the same three-state loop with that gap closed; every decision is
 //! still the core state machine's.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
@@ -18,7 +19,6 @@ use crate::drive::hedge::{Hedge, HedgeContext};
 use crate::drive::held::{Held, HeldRacers, decide};
 use crate::engine::state::RetryState;
 use crate::error::Error;
-use crate::error::Rejected;
 use crate::replay::{Judge, NextAttempt, Sent};
 
 pin_project! {
@@ -67,8 +67,9 @@ pin_project! {
         Called { #[pin] future: F },
         // The first attempt waits for its host's pause to end, then for the service's readiness.
         Cooling { request: Option<Req> },
-        // The host's pause outlasts the policy's limits: the request is not sent.
-        Refused { rejected: Rejected },
+        // The request is not sent: its host's pause outlasts the policy's limits, or the caller's
+        // deadline has passed.
+        Unsent { error: Option<Error<Infallible>> },
         // The pause before a retry, then the service's readiness, under the deadline.
         Waiting,
         Done,
@@ -92,10 +93,13 @@ where
     S: Service<Req>,
     R: Judge<Req, S::Response, S::Error>,
 {
-    pub(crate) fn new(mut service: S, retry: RetryState, replay: R, mut request: Req) -> Self {
+    pub(crate) fn new(mut service: S, mut retry: RetryState, replay: R, mut request: Req) -> Self {
+        if let Some(deadline) = replay.deadline(&request) {
+            retry.limit_deadline(deadline);
+        }
         let held = Held::prepare(&retry, &replay, &mut request);
         let mut call = Call::new(retry);
-        let state = match call.before_first::<S::Error>(|| replay.view(Sent::Copy(&request))) {
+        let state = match call.before_first::<Infallible>(|| replay.view(Sent::Copy(&request))) {
             Ok(false) => {
                 replay.before_send(&mut request, NextAttempt::new(call.retry()));
                 State::Called {
@@ -105,10 +109,9 @@ where
             Ok(true) => State::Cooling {
                 request: Some(request),
             },
-            Err(result) => match result.map_err(|error| error.rejected().copied()) {
-                Err(Some(rejected)) => State::Refused { rejected },
-                // `before_first` ends a call only with a rejection.
-                _ => State::Done,
+            // Before the first attempt, a call ends only with an error of stagger's own.
+            Err(result) => State::Unsent {
+                error: result.err(),
             },
         };
         let hedge = Hedge::new(call.retry().policy(), || None);
@@ -175,7 +178,10 @@ where
                         Err(result) => result,
                     }
                 }
-                StateProj::Refused { rejected } => Err(Error::from_rejected(*rejected)),
+                StateProj::Unsent { error } => match error.take() {
+                    Some(error) => Err(error.widen()),
+                    None => panic!("`ResponseFuture` polled after it completed"),
+                },
                 StateProj::Waiting => {
                     let view = replay.view(this.held.sent());
                     let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
@@ -195,6 +201,12 @@ where
             };
             this.state.set(State::Done);
             let mut result = result;
+            if let Err(error) = &result
+                && error.inner().is_none()
+                && let Some(response) = replay.response_for(error)
+            {
+                result = Ok(response);
+            }
             if let Ok(response) = &mut result {
                 R::report(response, this.call.retry().info());
             }

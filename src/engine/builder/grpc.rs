@@ -32,11 +32,20 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Sets the rule of one gRPC method, by its full name (`/package.Service/Method`, the path of its
-    /// requests): opt it out of retries on its status ([`GrpcMethod::no_retries`]), give it codes of
-    /// its own ([`GrpcMethod::retry_on`]), or mark it safe to send twice, which also lets it be hedged
-    /// ([`GrpcMethod::idempotent`]). Defaults to none: every method retries the policy's codes
-    /// ([`grpc_retry_on`](Self::grpc_retry_on)). A second rule for a method replaces the first.
+    /// Sets the rule of one gRPC method, by its full name: `/package.Service/Method` (the path of its
+    /// requests, as gRPC writes it) or `package.Service/Method` (grpc-java's `getFullMethodName()`,
+    /// OpenTelemetry's `rpc.method`), the same name either way. Opt it out of retries on its status
+    /// ([`GrpcMethod::no_retries`]), give it codes of its own ([`GrpcMethod::retry_on`]), or mark it
+    /// safe to send twice, which also lets it be hedged ([`GrpcMethod::idempotent`]). Defaults to
+    /// none: every method retries the policy's codes ([`grpc_retry_on`](Self::grpc_retry_on)). A
+    /// second rule for a method replaces the first.
+    ///
+    /// The rule applies to every call of the method: a call is matched by the method tonic names in
+    /// the request (`tonic::GrpcMethod`, which generated clients set), or else by the last two
+    /// segments of its path, so that a client sending under a path prefix
+    /// (`Grpc::with_origin(channel, "http://gateway/grpc".parse()?)`) is matched all the same.
+    /// [`build`](Self::build) refuses any other name with [`ConfigError::GrpcMethodName`], rather
+    /// than keep a rule no call could match.
     ///
     /// Opt out a method that is not idempotent and whose server may answer `UNAVAILABLE` after acting
     /// on the call (a handler that failed midway and reported its dependency's outage): a retry would
@@ -44,19 +53,45 @@ impl RetryPolicyBuilder {
     ///
     /// ```
     /// use stagger::classify::GrpcMethod;
-    /// use stagger::RetryPolicy;
+    /// use stagger::{ConfigError, RetryPolicy};
     ///
     /// let policy = RetryPolicy::builder()
     ///     .grpc_method("/shop.Payments/Charge", GrpcMethod::no_retries())
     ///     .build()?;
     /// # let _ = policy;
+    /// let typo = RetryPolicy::builder().grpc_method("/shop.Payments.Charge", GrpcMethod::no_retries());
+    /// assert_eq!(
+    ///     typo.build().unwrap_err(),
+    ///     ConfigError::GrpcMethodName("/shop.Payments.Charge".to_owned())
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    ///
+    /// [`ConfigError::GrpcMethodName`]: crate::ConfigError::GrpcMethodName
+    pub fn grpc_method(mut self, full_name: impl Into<String>, rule: GrpcMethod) -> Self {
+        self.grpc_methods.push((full_name.into(), rule));
+        self
+    }
+
+    /// Sets whether `max_elapsed` is also a gRPC call's deadline on the wire: sent to the server as
+    /// `grpc-timeout` (what is left of it at each attempt), so that the server stops the call, a
+    /// stream included, when the client's deadline passes. Defaults to `false`.
+    ///
+    /// By default only the caller's own deadline goes on the wire (`tonic::Request::set_timeout`, a
+    /// generated client's `grpc-timeout`): `max_elapsed` bounds the retries, which end once a response
+    /// arrives, while a gRPC server takes `grpc-timeout` as the deadline of the whole call; a server
+    /// stream that outlives the retries would be cut. `attempt_timeout`, the client's limit on a
+    /// response's head, never goes on the wire.
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::builder().grpc_send_max_elapsed(true).build()?;
+    /// assert!(policy.grpc_send_max_elapsed());
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn grpc_method(mut self, full_name: impl Into<String>, rule: GrpcMethod) -> Self {
-        let name: Box<str> = full_name.into().into_boxed_str();
-        let methods = &mut self.settings.grpc.methods;
-        methods.retain(|(known, _)| *known != name);
-        methods.push((name, rule));
+    pub fn grpc_send_max_elapsed(mut self, send: bool) -> Self {
+        self.settings.grpc_send_max_elapsed = send;
         self
     }
 }

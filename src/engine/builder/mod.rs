@@ -5,10 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::classify::grpc::{GrpcMethod, GrpcName, GrpcRules};
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
 use crate::engine::guards::{Fleet, RetryBudget};
-use crate::engine::policy::{GrpcRules, RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
+use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
@@ -34,6 +35,8 @@ mod throttling;
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
+    /// The rules of `grpc_method`, by the names given, checked by `build`.
+    grpc_methods: Vec<(String, GrpcMethod)>,
     host_cooldown: bool,
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
@@ -69,6 +72,11 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("retry_after", &self.settings.retry_after)
             .field("idempotency", &self.settings.idempotency)
             .field("grpc", &self.settings.grpc)
+            .field("grpc_methods", &self.grpc_methods)
+            .field(
+                "grpc_send_max_elapsed",
+                &self.settings.grpc_send_max_elapsed,
+            )
             .field("budget", &self.budget)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
@@ -126,7 +134,9 @@ impl RetryPolicyBuilder {
                 custom_classifier: false,
                 on_retry: None,
                 grpc: GrpcRules::default(),
+                grpc_send_max_elapsed: false,
             },
+            grpc_methods: Vec::new(),
             host_cooldown: false,
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
@@ -520,7 +530,12 @@ impl RetryPolicyBuilder {
     /// assert_eq!(error.to_string(), "backoff base must be a finite number >= 1.0, got 0.5");
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub fn build(self) -> Result<RetryPolicy, ConfigError> {
+    pub fn build(mut self) -> Result<RetryPolicy, ConfigError> {
+        for (name, rule) in &self.grpc_methods {
+            let parsed =
+                GrpcName::parse(name).ok_or_else(|| ConfigError::GrpcMethodName(name.clone()))?;
+            self.settings.grpc.set(parsed, *rule);
+        }
         self.settings.backoff.validate()?;
         self.settings.throttle_backoff.validate()?;
         if let Some(k) = self.adaptive_throttle
