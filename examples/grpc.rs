@@ -10,7 +10,8 @@
 //! fails with `UNAVAILABLE`, but is opted out of retries (it might charge twice); `Find` says
 //! `INVALID_ARGUMENT`; `Slow` takes 2 s on its first call, and is hedged after 100 ms. The messages are
 //! written by hand with `prost::Message`, so no `protoc` is needed; a real client would use the
-//! generated `...Client::new(channel)` with the same `channel`.
+//! generated `...Client::new(channel)` with the same `channel`. Each call has a deadline of 2 s,
+//! which the server sees shrink as the retries go.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -150,9 +151,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut client = tonic::client::Grpc::new(channel.clone());
         client.ready().await?;
         let path = PathAndQuery::try_from(format!("/demo.Flaky/{method}"))?;
-        let request = tonic::Request::new(Request {
+        let mut request = tonic::Request::new(Request {
             item: "book".to_owned(),
         });
+        // The caller's deadline is the call's: it bounds the retries, and goes to the server as
+        // `grpc-timeout`, what is left of it at each attempt.
+        request.set_timeout(Duration::from_secs(2));
         let started = Instant::now();
         let result = client
             .unary(request, path, ProstCodec::<Request, Reply>::default())

@@ -95,6 +95,7 @@
 //! | when the deadline passes, after a response was received | that response, `Ok`, [`StopReason::Deadline`] in its [`RetryInfo`] |
 //! | on an error | the error: in [`Error`] from the tower layer and [`retry()`], as it came (`Error::Reqwest`) from [`RetryMiddleware`] |
 //! | when the deadline passes with no response, or on an attempt that timed out | an [`Error`] whose `is_deadline()` or `is_attempt_timeout()` is true ([`Elapsed`] in `Error::Middleware` from [`RetryMiddleware`]) |
+//! | a gRPC call through `RetryLayer::grpc`, when its deadline passes (the caller's, or `max_elapsed`) or a request is not sent | a `DEADLINE_EXCEEDED` or `UNAVAILABLE` status, as gRPC's clients end such a call (the repository's `docs/grpc.md`) |
 //!
 //! Every outcome says what the retries did: the attempts made, the time slept and why they stopped.
 //! For a failure, that is the line worth logging:

@@ -196,9 +196,17 @@ where
 /// | [`Outcome::Fatal`] | other 4xx, 501, 505 | request building, redirect, body decoding, TLS certificate errors, a `GOAWAY` with an error code or sent by the client, and unrecognised errors |
 /// | [`Outcome::Success`] | 1xx, 2xx, 3xx | — |
 ///
+/// A gRPC call's answers (a `POST` whose request or response says `content-type: application/grpc`)
+/// are read as gRPC's retry design (A6) reads them: a Trailers-Only status the method retries is
+/// [`Outcome::RetrySafe`] (`UNAVAILABLE` by default; `RESOURCE_EXHAUSTED` only when the answer names
+/// a delay), any other status is [`Outcome::Fatal`], a response whose messages follow is
+/// [`Outcome::Success`] (the call is committed), and a proxy's answer has the code gRPC's clients give
+/// its HTTP status ([`GrpcCode::from_http`]). The codes are those of the policy judging the call.
+///
 /// Errors are recognised by walking their [`source`](std::error::Error::source) chain: `std::io::Error` kinds,
 /// `reqwest::Error` (feature `reqwest`), `hyper::Error` and `hyper_util`'s client error (features `hyper`,
-/// `hyper-util`), `h2::Error` (feature `h2`) and `tower::timeout`'s `Elapsed`. The feature `reqwest`
+/// `hyper-util`), `h2::Error` (feature `h2`), `tower::timeout`'s `Elapsed` and a tonic `Channel`'s
+/// `TimeoutExpired` (feature `tonic`). The feature `reqwest`
 /// implies the other three, so a reqwest client's errors are understood in full whatever else is enabled.
 ///
 /// It does not look at the request: whether a retryable outcome is retried for *this* request (its

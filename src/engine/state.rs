@@ -563,8 +563,9 @@ impl RetryState {
 
     /// Time left before the deadline, if there is one and its clock has started.
     pub(super) fn remaining(&self) -> Option<Duration> {
-        let max = self.max_elapsed()?;
+        // The clock first: a call whose attempts all answered at their first poll never started it.
         let started = self.started?;
+        let max = self.max_elapsed()?;
         Some(max.saturating_sub(started.elapsed()))
     }
 

@@ -17,7 +17,7 @@
 //! |---|---|
 //! | `error.type` | why the attempt failed: a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or a custom classifier's [`Reason::Other`] ([`Reason::as_str`]) |
 //! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
+//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry), `opted_out` (a gRPC method's rule leaves the status out); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
 //! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
 //!
 //! A restart's event also carries `restart` (which restart, from 1), `failures` (the runs in a row that

@@ -88,9 +88,6 @@ where
     Res: HttpResponse,
     E: AsError,
 {
-    // The classifier sees the policy's gRPC rules through the view: the default one applies them,
-    // and so does a classifier of one's own that falls back to it.
-    let request = request.with_grpc_rules(policy.grpc_rules());
     let seen = match result {
         Ok(response) => AttemptResult::Response {
             status: response.status(),
@@ -99,11 +96,20 @@ where
         },
         Err(error) => AttemptResult::Error(error.as_error()),
     };
-    let outcome = policy.classifier().classify(&request, &seen);
-    let attempt = Attempt::new(outcome).idempotent(policy.is_idempotent(&request));
+    let classified = |request: &RequestView<'_>| {
+        let outcome = policy.classifier().classify(request, &seen);
+        Attempt::new(outcome).idempotent(policy.is_idempotent(request))
+    };
     // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
-    // and its answer is judged without a look at its headers here.
-    if *request.method() == Method::POST && is_grpc_call(&request, &seen) {
+    // and is judged without a look at gRPC's rules or headers.
+    if *request.method() != Method::POST {
+        return http_signals(policy, &seen, classified(request));
+    }
+    // The classifier sees the policy's gRPC rules through the view: the default one applies them,
+    // and so does a classifier of one's own that falls back to it.
+    let request = request.with_grpc_rules(policy.grpc_rules());
+    let attempt = classified(&request);
+    if is_grpc_call(&request, &seen) {
         return grpc_signals(policy, &request, &seen, attempt);
     }
     http_signals(policy, &seen, attempt)

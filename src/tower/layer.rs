@@ -104,12 +104,18 @@ impl RetryLayer<GrpcReplay> {
     /// # }
     /// ```
     ///
-    /// A call that fails before any message with a status the method retries (`UNAVAILABLE`,
-    /// `RESOURCE_EXHAUSTED` by default: [`grpc_retry_on`](crate::RetryPolicyBuilder::grpc_retry_on),
+    /// A call that fails before any message with a status the method retries (`UNAVAILABLE` by
+    /// default, and `RESOURCE_EXHAUSTED` when the server names a delay:
+    /// [`grpc_retry_on`](crate::RetryPolicyBuilder::grpc_retry_on),
     /// [`grpc_method`](crate::RetryPolicyBuilder::grpc_method)) is sent again, after the server's
     /// `grpc-retry-pushback-ms` if it gave one; a call whose messages have started is never retried.
     /// Its request's messages are kept for the retries within the policy's
     /// [`replay_buffer`](crate::RetryPolicyBuilder::replay_buffer) ([`GrpcReplay`]).
+    ///
+    /// The caller's deadline (`tonic::Request::set_timeout`) is the call's: no retry waits past it,
+    /// and a call it ends without an answer ends with `DEADLINE_EXCEEDED`. Only that deadline goes to
+    /// the server as `grpc-timeout`, which a gRPC server applies to the whole call: the attempt
+    /// timeout bounds the wait for a response's head, and a stream lasts as long as the server sends.
     ///
     /// Not [`RetryLayer::new`]: tonic's body is not `Clone`, and Rust does not let stagger read a
     /// body that is not `Clone` in the same layer type as those that are (see [`GrpcReplay`]).

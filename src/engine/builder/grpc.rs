@@ -5,10 +5,14 @@ use crate::engine::builder::RetryPolicyBuilder;
 
 impl RetryPolicyBuilder {
     /// Sets the gRPC status codes retried when a gRPC call fails before any message (a Trailers-Only
-    /// response). Defaults to [`GrpcCodes::DEFAULT`]: `UNAVAILABLE`, and `RESOURCE_EXHAUSTED` as
-    /// throttling (on the [`throttle_backoff`](Self::throttle_backoff) schedule); every other code is
-    /// fatal. This is A6's `retryableStatusCodes`, for every method without a rule of its own
-    /// ([`grpc_method`](Self::grpc_method)).
+    /// response). Defaults to [`GrpcCodes::DEFAULT`]: `UNAVAILABLE`, and `RESOURCE_EXHAUSTED` when
+    /// the server names a delay; every other code is fatal. This is A6's `retryableStatusCodes`, for
+    /// every method without a rule of its own ([`grpc_method`](Self::grpc_method)).
+    ///
+    /// `RESOURCE_EXHAUSTED` is retried only when its answer says when to come back
+    /// (`grpc-retry-pushback-ms`, a `google.rpc.RetryInfo`), after that delay, wherever it is listed:
+    /// otherwise it is a quota that may not come back for hours, or a request over the server's
+    /// message limit, which no retry fixes (AIP-194), and it is returned at once.
     ///
     /// A code listed here is retried whatever the method: A6 leaves it to the service's owner to say
     /// which codes mean "not processed". A gRPC call is an HTTP `POST`, and is not held to HTTP's rule

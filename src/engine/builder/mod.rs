@@ -481,6 +481,12 @@ impl RetryPolicyBuilder {
     ///     .build()?;
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
+    ///
+    /// A gRPC call's answers go to the classifier too, with the policy's gRPC rules: the
+    /// [`DefaultClassifier`] gives them gRPC's verdict (the codes of
+    /// [`grpc_retry_on`](Self::grpc_retry_on) and of each method's
+    /// [`grpc_method`](Self::grpc_method) rule), so a classifier that falls back to it refines that
+    /// verdict and keeps the rest: pushback, opt-outs, transparent retries.
     pub fn classifier(mut self, classifier: impl ClassifyHttp) -> Self {
         self.settings.classifier = Box::new(classifier);
         self.settings.custom_classifier = true;
