@@ -236,14 +236,15 @@ pub struct DefaultClassifier;
 
 impl ClassifyHttp for DefaultClassifier {
     fn classify(&self, request: &RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+        if let AttemptResult::Response {
+            status, headers, ..
+        } = *result
+            && *request.method() == Method::POST
+            && let Some(outcome) = grpc_response(request, status, headers)
+        {
+            return outcome;
+        }
         match *result {
-            AttemptResult::Response {
-                status, headers, ..
-            } if *request.method() == Method::POST
-                && let Some(outcome) = grpc_response(request, status, headers) =>
-            {
-                outcome
-            }
             AttemptResult::Response {
                 status: StatusCode::FORBIDDEN,
                 headers,
