@@ -630,7 +630,8 @@ impl Signal {
 
 /// A restart about to happen, as the hook of
 /// [`RestartPolicyBuilder::on_restart`](crate::RestartPolicyBuilder::on_restart) sees it: which
-/// restart, how the run before it went, and how long until the task runs again.
+/// restart, how the run before it went (the error it ended with among it), and how long until the
+/// task runs again.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -644,7 +645,10 @@ impl Signal {
 /// let policy = RestartPolicy::builder()
 ///     .backoff(Backoff::fixed(Duration::from_millis(100)))
 ///     .healthy_after(Duration::from_secs(1))
-///     .on_restart(move |event: &RestartEvent| seen.lock().unwrap().push(*event))
+///     .on_restart(move |event: &RestartEvent| {
+///         let error = event.error.map(|error| error.to_string());
+///         seen.lock().unwrap().push((event.restart, event.failures, event.uptime, event.delay, error));
+///     })
 ///     .build()
 ///     .unwrap();
 /// // Up for 2 s, then failing at once twice.
@@ -661,17 +665,16 @@ impl Signal {
 /// stagger::supervise(&policy, task, stop).await.unwrap();
 ///
 /// let events = events.lock().unwrap();
+/// let reset = Some("connection reset".to_owned());
 /// // A healthy run: restarted at once, no failure in a row.
-/// assert_eq!((events[0].restart, events[0].failures), (1, 0));
-/// assert_eq!((events[0].uptime, events[0].delay), (Duration::from_secs(2), Duration::ZERO));
+/// assert_eq!(events[0], (1, 0, Duration::from_secs(2), Duration::ZERO, reset.clone()));
 /// // Then one failure, which waits the backoff.
-/// assert_eq!((events[1].restart, events[1].failures, events[1].delay), (2, 1, Duration::from_millis(100)));
-/// assert!(events[1].failed);
+/// assert_eq!(events[1], (2, 1, Duration::ZERO, Duration::from_millis(100), reset));
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
-pub struct RestartEvent {
+pub struct RestartEvent<'a> {
     /// Which restart this is, counting from 1 over the whole supervision.
     pub restart: u32,
     /// The runs in a row, this one included, that ended before
@@ -685,4 +688,21 @@ pub struct RestartEvent {
     /// Whether the run ended with an error; `false` when it returned `Ok` and
     /// [`restart_on_return`](crate::RestartPolicyBuilder::restart_on_return) is on.
     pub failed: bool,
+    /// The error the run ended with, when the adapter has it: [`supervise`](crate::supervise())
+    /// gives its task's; `stagger::tower::Restarting` has none (tower's `Reconnect` hands a failed
+    /// connection's error to the call that met it).
+    pub error: Option<&'a dyn fmt::Display>,
+}
+
+impl fmt::Debug for RestartEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestartEvent")
+            .field("restart", &self.restart)
+            .field("failures", &self.failures)
+            .field("uptime", &self.uptime)
+            .field("delay", &self.delay)
+            .field("failed", &self.failed)
+            .field("error", &self.error.map(ToString::to_string))
+            .finish()
+    }
 }

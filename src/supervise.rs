@@ -1,6 +1,8 @@
 //! Keeping a long-running task alive: runs it, restarts it on the schedule of a [`RestartPolicy`],
 //! sleeps on tokio's timer in between, and ends at a stop signal.
 
+use std::any::Any;
+use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
@@ -9,11 +11,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::attempt::{RetryInfo, StopReason};
+use crate::classify::known_error;
 use crate::drive::timer;
-use crate::engine::restart::{RestartDecision, RestartState};
+use crate::engine::restart::{RestartDecision, RestartState, RunEnd};
 use crate::engine::restart_policy::RestartPolicy;
 use crate::error::Error;
-use crate::observe::{log, metrics};
+use crate::observe::log;
 
 /// Runs `task` until `stop` completes, restarting it when a run fails, on the schedule of `policy`.
 ///
@@ -28,7 +31,7 @@ use crate::observe::{log, metrics};
 ///
 /// - `Ok(())` when `stop` completes, at once if it does during the sleep before a restart; a run in
 ///   progress is dropped, or left to finish with
-///   [`finish_on_stop`](crate::RestartPolicyBuilder::finish_on_stop);
+///   [`finish_on_stop`](crate::RestartPolicyBuilder::finish_on_stop); no run starts once it has;
 /// - `Ok(())` when a run returns `Ok(())`, unless
 ///   [`restart_on_return`](crate::RestartPolicyBuilder::restart_on_return) restarts it too;
 /// - an [`Error`] when the [restart limit](crate::RestartPolicyBuilder::max_restarts) is reached: the
@@ -42,9 +45,11 @@ use crate::observe::{log, metrics};
 /// its own: it need not be `Send` or `'static`, and a panic unwinds through `supervise` as through any
 /// future (to restart after a panic, spawn the run with `tokio::spawn` and return its `JoinError`).
 ///
-/// Each restart is a `debug` event of target `stagger::log` (the restart, the failures in a row, the
-/// run's uptime and the delay), and the restart limit a `warn` one; with the feature `metrics`, the
-/// counters and histograms of [`metrics`](crate::observe::metrics) count them.
+/// Each restart after a failed run is a `warn` event of target `stagger::log` (the restart, the
+/// failures in a row, the run's uptime, the delay and the run's error), and
+/// the restart limit a `warn` one too; with the feature `metrics`, the counters and histograms of
+/// [`metrics`](crate::observe::metrics) count them. The hook of
+/// [`on_restart`](crate::RestartPolicyBuilder::on_restart) gets the same, the error included.
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,6 +81,7 @@ pub async fn supervise<E, F, Fut, S>(
     stop: S,
 ) -> Result<(), Error<E>>
 where
+    E: fmt::Debug + 'static,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), E>>,
     S: Future,
@@ -83,6 +89,12 @@ where
     let mut stop = pin!(stop);
     let mut state = policy.start();
     loop {
+        // A stop that came as the last run ended, or while it was restarted at once: no run starts
+        // after it.
+        if poll_fn(|cx| Poll::Ready(stop.as_mut().poll(cx).is_ready())).await {
+            log::supervision_stopped(state.restarts());
+            return Ok(());
+        }
         let started = Instant::now();
         let ended = {
             let mut run = pin!(task());
@@ -104,22 +116,25 @@ where
             return Ok(());
         }
         let now = Instant::now();
-        let uptime = now.saturating_duration_since(started);
-        let event = match state.run_ended(policy, uptime, failed, now) {
-            RestartDecision::Restart(event) => event,
-            RestartDecision::GiveUp => return Err(gave_up(&state, uptime, ended)),
+        let shown = ended.as_ref().err().map(Shown);
+        let run = RunEnd {
+            at: now,
+            uptime: now.saturating_duration_since(started),
+            failed,
+            error: shown.as_ref().map(|error| error as &dyn fmt::Display),
+        };
+        let delay = match state.run_ended(policy, run) {
+            RestartDecision::Restart(delay) => delay,
+            RestartDecision::GiveUp => return Err(gave_up(&state, ended)),
         };
         // The failed run's error is the task's to report; the restart does not need it.
         drop(ended);
-        log::restarting(&event);
-        metrics::restart(&event);
-        policy.notify(&event);
-        if event.delay.is_zero() {
+        if delay.is_zero() {
             // A restart at once follows a healthy run only: at most one per `healthy_after`, but a
             // task that yields nothing while it fails must still let the others run.
             poll_fn(timer::poll_zero_delay).await;
         } else {
-            let mut sleep = pin!(tokio::time::sleep_until(timer::after(event.delay)));
+            let mut sleep = pin!(tokio::time::sleep_until(timer::after(delay)));
             if let Raced::Stopped =
                 poll_fn(|cx| until_stop(sleep.as_mut(), stop.as_mut(), cx)).await
             {
@@ -130,10 +145,35 @@ where
     }
 }
 
+/// A run's error as the restart's event shows it: the messages of an error type the classifier
+/// reads (`std::io::Error`, reqwest's, hyper's, a boxed error: see `AsError`), with its causes; a
+/// string as it is; any other by its `Debug`.
+struct Shown<'e, E>(&'e E);
+
+impl<E: fmt::Debug + 'static> fmt::Display for Shown<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error: &dyn Any = self.0;
+        if let Some(error) = known_error(error) {
+            write!(f, "{error}")?;
+            let mut source = error.source();
+            while let Some(cause) = source {
+                write!(f, ": {cause}")?;
+                source = cause.source();
+            }
+            return Ok(());
+        }
+        if let Some(text) = error.downcast_ref::<&str>() {
+            return f.write_str(text);
+        }
+        if let Some(text) = error.downcast_ref::<String>() {
+            return f.write_str(text);
+        }
+        write!(f, "{:?}", self.0)
+    }
+}
+
 /// The error of a supervision that reached its restart limit, with the last run's error if it failed.
-fn gave_up<E>(state: &RestartState, uptime: Duration, ended: Result<(), E>) -> Error<E> {
-    log::restarts_given_up(state.runs(), state.failures(), uptime, state.slept());
-    metrics::restarts_given_up(uptime, ended.is_err());
+fn gave_up<E>(state: &RestartState, ended: Result<(), E>) -> Error<E> {
     let info = RetryInfo {
         attempts: state.runs(),
         transparent: 0,

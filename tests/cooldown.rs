@@ -548,3 +548,53 @@ mod paced {
         assert!(failed_without > 0, "{admitted_without} admitted without");
     }
 }
+
+/// One host however its requests write it (issue 29): a pause asked by `http://api.example.test/`
+/// holds a request in origin form whose `Host` header names it without a port, and one written with
+/// `https` and no port; another port is another host.
+#[tokio::test(start_paused = true)]
+async fn a_host_is_held_alike_whether_its_default_port_is_written_or_not() {
+    use http::Request;
+    use tower::{Layer, ServiceExt, service_fn};
+
+    let service = service_fn(|request: Request<()>| async move {
+        let status = if request.uri().path() == "/first" {
+            429
+        } else {
+            200
+        };
+        Ok::<_, std::convert::Infallible>(
+            http::Response::builder()
+                .status(status)
+                .header("retry-after", "5")
+                .body(())
+                .unwrap(),
+        )
+    });
+    let policy = RetryPolicy::builder()
+        .host_cooldown(true)
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy).layer(service);
+    let first = Request::get("http://api.example.test/first")
+        .body(())
+        .unwrap();
+    assert_eq!(client.clone().oneshot(first).await.unwrap().status(), 429);
+
+    let held_for = async |request: Request<()>| {
+        let start = Instant::now();
+        let response = client.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        start.elapsed()
+    };
+    let origin_form = Request::get("/next")
+        .header("host", "api.example.test")
+        .body(())
+        .unwrap();
+    assert!(held_for(origin_form).await >= Duration::from_secs(5));
+    let other_port = Request::get("http://api.example.test:8080/next")
+        .body(())
+        .unwrap();
+    assert_eq!(held_for(other_port).await, Duration::ZERO);
+}

@@ -1094,7 +1094,7 @@ fn a_policy_shows_its_budgets_shape_and_gives_it_out() {
     let debug = format!("{policy:?}");
     assert!(
         debug.contains(
-            "budget: Some(RetryBudget { ratio: 0.05, min_per_second: 3, window: 30s, per_host: false })"
+            "budget: Some(RetryBudget { ratio: 0.05, min_per_second: 3, window: 30s, per_host: false, own_starting_credit: false })"
         ),
         "{debug}"
     );
@@ -1102,7 +1102,7 @@ fn a_policy_shows_its_budgets_shape_and_gives_it_out() {
     let default = format!("{:?}", RetryPolicy::default());
     assert!(
         default
-            .contains("budget: Some(RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false })"),
+            .contains("budget: Some(RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false, own_starting_credit: false })"),
         "{default}"
     );
     let none = RetryPolicy::builder().budget(None).build().unwrap();

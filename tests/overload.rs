@@ -416,3 +416,81 @@ async fn a_dead_host_s_spent_floor_stays_spent_when_16384_other_hosts_come_and_g
     let response = client.oneshot(get("dead.test")).await.unwrap();
     assert_eq!(stop(&response), (0, Some(StopReason::Budget)));
 }
+
+/// What 1 000 requests cost a backend when each goes through a policy built for it (a client rebuilt
+/// per request), against the same requests through one shared policy: attempts per request, all sent
+/// at once. `answer` is how the backend meets each attempt; `budget` the budget each policy gets
+/// (`None`: each policy's default one).
+async fn per_request_policies(
+    host: &str,
+    answer: fn() -> Result<Response<()>, std::io::Error>,
+    hangs: bool,
+    budget: Option<fn() -> stagger::RetryBudget>,
+    shared: bool,
+) -> f64 {
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&reached);
+    let backend = tower::service_fn(move |_: Req| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if hangs {
+                std::future::pending::<()>().await;
+            }
+            answer()
+        }
+    });
+    let policy = move || {
+        let builder = RetryPolicy::builder().attempt_timeout(secs(1));
+        match budget {
+            Some(budget) => builder.budget(budget()),
+            None => builder,
+        }
+        .build()
+        .unwrap()
+    };
+    let one = policy();
+    let requests = 1000;
+    let calls = (0..requests).map(|i| {
+        let layer = RetryLayer::new(if shared { one.clone() } else { policy() });
+        let request = Request::get(format!("http://{host}/items/{i}"))
+            .body(())
+            .unwrap();
+        layer.layer(backend.clone()).oneshot(request)
+    });
+    futures::future::join_all(calls).await;
+    reached.load(Ordering::SeqCst) as f64 / requests as f64
+}
+
+/// Issue 29: a client rebuilt for each request brought a fresh starting credit with each, and sent
+/// 3.00 attempts a request to a backend that times out (one shared policy: 1.02). The credit is the
+/// process's, one for each host: the same with a budget kept per host.
+#[tokio::test(start_paused = true)]
+async fn a_policy_built_per_request_does_not_bring_a_fresh_credit_with_each() {
+    let hung = || Ok(Response::new(()));
+    let per_host = || {
+        stagger::RetryBudget::builder()
+            .per_host(true)
+            .build()
+            .unwrap()
+    };
+    let each = per_request_policies("per-request.test", hung, true, None, false).await;
+    let each_per_host = per_request_policies(
+        "per-request-per-host.test",
+        hung,
+        true,
+        Some(per_host),
+        false,
+    )
+    .await;
+    let shared = per_request_policies("shared.test", hung, true, None, true).await;
+    let refused = || Err(std::io::ErrorKind::ConnectionRefused.into());
+    let each_refused = per_request_policies("refused.test", refused, false, None, false).await;
+    let shared_refused =
+        per_request_policies("refused-shared.test", refused, false, None, true).await;
+    println!(
+        "attempts a request, timing out: {each:.3} per request ({each_per_host:.3} per host), \
+         {shared:.3} shared; refused: {each_refused:.2} per request, {shared_refused:.2} shared"
+    );
+    assert!(each <= 1.1, "{each}");
+    assert!(each_per_host <= 1.1, "{each_per_host}");
+}

@@ -772,7 +772,7 @@ async fn the_retry_and_the_give_up_are_logged_with_the_request_s_method_host_and
 
 #[tokio::test]
 async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_starting_credit() {
-    // A new budget has no deposits to judge a timeout by: its starting credit (one second of the
+    // A new budget has no deposits to judge a timeout by: the starting credit (one second of the
     // floor) pays for two timeouts' retries, at four retries' worth each, and no more; a 503 is paid
     // from the floor (see `RetryBudget`, "Timeouts").
     let server = MockServer::start().await;
@@ -784,14 +784,22 @@ async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_sta
         .respond_with(ResponseTemplate::new(503))
         .mount(&server)
         .await;
+    // The starting credit of a host is the process's: a name of this test's own, resolved to the
+    // server, so that no other test of this binary (a loopback port used again) has spent it.
+    let host = "starting-credit.test";
     let client = client_with(
-        reqwest_client().timeout(CLIENT_TIMEOUT).build().unwrap(),
+        reqwest_client()
+            .timeout(CLIENT_TIMEOUT)
+            .resolve(host, *server.address())
+            .build()
+            .unwrap(),
         quick().max_retries(5).build().unwrap(),
     );
+    let url = |path: &str| format!("http://{host}:{}{path}", server.address().port());
 
     let report = RetryReport::new();
     let result = client
-        .get(format!("{}/slow", server.uri()))
+        .get(url("/slow"))
         .with_extension(report.clone())
         .send()
         .await;
@@ -803,11 +811,7 @@ async fn with_the_default_budget_a_new_clients_timeouts_are_retried_from_its_sta
         (3, Some(StopReason::Budget))
     );
 
-    let response = client
-        .get(format!("{}/busy", server.uri()))
-        .send()
-        .await
-        .unwrap();
+    let response = client.get(url("/busy")).send().await.unwrap();
     assert_eq!(info(&response).attempts(), 6);
     assert_eq!(hits(&server, "/busy").await, 6);
 }

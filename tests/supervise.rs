@@ -307,7 +307,10 @@ async fn a_run_that_returns_ends_it_unless_restart_on_return() {
     let seen = Arc::clone(&events);
     let policy = exact(RestartPolicy::builder())
         .restart_on_return(true)
-        .on_restart(move |event: &RestartEvent| seen.lock().unwrap().push(*event))
+        .on_restart(move |event: &RestartEvent| {
+            assert!(event.error.is_none(), "a run that returned has no error");
+            seen.lock().unwrap().push((event.failed, event.delay));
+        })
         .build()
         .unwrap();
     stagger::supervise(&policy, task, sleep(Duration::from_millis(3500)))
@@ -316,9 +319,9 @@ async fn a_run_that_returns_ends_it_unless_restart_on_return() {
     // Runs at 0, 1.1 and 2.3 s; the third ends at 3.3 s and the stop comes during its 400 ms wait.
     assert_eq!(*runs.borrow(), 3);
     let events = events.lock().unwrap();
-    assert!(events.iter().all(|event| !event.failed));
+    assert!(events.iter().all(|(failed, _)| !failed));
     assert_eq!(
-        events.iter().map(|event| event.delay).collect::<Vec<_>>(),
+        events.iter().map(|(_, delay)| *delay).collect::<Vec<_>>(),
         ms([100, 200, 400])
     );
 }
@@ -347,7 +350,11 @@ async fn the_hook_sees_each_restart_its_failures_in_a_row_and_the_uptime() {
     let seen = Arc::clone(&events);
     let policy = exact(RestartPolicy::builder())
         .healthy_after(SECOND)
-        .on_restart(move |event: &RestartEvent| seen.lock().unwrap().push(*event))
+        .on_restart(move |event: &RestartEvent| {
+            let error = event.error.map(|error| error.to_string());
+            let e = (event.restart, event.failures, event.uptime, event.delay);
+            seen.lock().unwrap().push((e, event.failed, error));
+        })
         .build()
         .unwrap();
     let script = Script::new([0, 2000, 0].map(Duration::from_millis));
@@ -355,9 +362,17 @@ async fn the_hook_sees_each_restart_its_failures_in_a_row_and_the_uptime() {
         .await
         .unwrap();
     let events = events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|(_, _, error)| error.as_deref() == Some("connection reset")),
+        "the hook sees the error that ended each run: {events:?}"
+    );
     let seen: Vec<_> = events
         .iter()
-        .map(|e| (e.restart, e.failures, e.uptime, e.delay, e.failed))
+        .map(|((restart, failures, uptime, delay), failed, _)| {
+            (*restart, *failures, *uptime, *delay, *failed)
+        })
         .collect();
     assert_eq!(
         seen,
@@ -391,7 +406,7 @@ async fn a_task_that_fails_at_once_does_not_keep_the_thread() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn each_restart_is_a_debug_event_and_the_limit_a_warning() {
+async fn each_restart_after_a_failure_is_a_warning_with_its_error_and_so_is_the_limit() {
     let events = common::capture();
     let policy = exact(RestartPolicy::builder())
         .healthy_after(SECOND)
@@ -409,8 +424,8 @@ async fn each_restart_is_a_debug_event_and_the_limit_a_warning() {
     assert_eq!(
         seen,
         [
-            (Level::DEBUG, "stagger::log", "restarting"),
-            (Level::DEBUG, "stagger::log", "restarting"),
+            (Level::WARN, "stagger::log", "restarting"),
+            (Level::WARN, "stagger::log", "restarting"),
             (Level::WARN, "stagger::log", "gave up restarting"),
         ]
     );
@@ -423,19 +438,27 @@ async fn each_restart_is_a_debug_event_and_the_limit_a_warning() {
         "uptime_ms",
         "delay_ms",
         "run.outcome",
+        "error",
     ];
     assert_eq!(
         fields(&events[0], &restart),
-        ["1", "0", "2000", "0", "failed"]
+        ["1", "0", "2000", "0", "failed", "connection reset"]
     );
     assert_eq!(
         fields(&events[1], &restart),
-        ["2", "1", "0", "100", "failed"]
+        ["2", "1", "0", "100", "failed", "connection reset"]
     );
-    let gave_up = ["runs", "failures", "uptime_ms", "slept_ms", "stop.reason"];
+    let gave_up = [
+        "runs",
+        "failures",
+        "uptime_ms",
+        "slept_ms",
+        "stop.reason",
+        "error",
+    ];
     assert_eq!(
         fields(&events[2], &gave_up),
-        ["3", "2", "0", "100", "max_restarts"]
+        ["3", "2", "0", "100", "max_restarts", "connection reset"]
     );
 }
 
@@ -610,5 +633,50 @@ mod tower_reconnect {
             *makes.lock().unwrap(),
             ms([0, 100, 300, 700, 5700, 6300, 6500])
         );
+    }
+}
+
+/// Issue 29: a stop that comes as a run ends (here, the run itself sends it) starts no new run, even
+/// when the run was healthy and would be restarted at once, and `finish_on_stop` waits for nothing.
+#[tokio::test(start_paused = true)]
+async fn a_stop_as_a_healthy_run_ends_starts_no_new_run() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let stop = Rc::new(RefCell::new(Some(stop)));
+    let runs = Rc::new(RefCell::new(0));
+    let task = || {
+        *runs.borrow_mut() += 1;
+        let stop = Rc::clone(&stop);
+        async move {
+            sleep(2 * SECOND).await;
+            if let Some(stop) = stop.borrow_mut().take() {
+                stop.send(()).unwrap();
+            }
+            Err::<(), _>("connection reset")
+        }
+    };
+    let policy = RestartPolicy::builder()
+        .healthy_after(SECOND)
+        .finish_on_stop(true)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    stagger::supervise(&policy, task, stopped).await.unwrap();
+    assert_eq!(*runs.borrow(), 1);
+    assert_eq!(started.elapsed(), 2 * SECOND);
+}
+
+/// Issue 29: a backoff from zero restarts a failing task in a busy loop, as a zero `healthy_after`
+/// would: refused.
+#[test]
+fn a_restart_backoff_from_zero_is_refused() {
+    for backoff in [
+        Backoff::fixed(Duration::ZERO),
+        Backoff::exponential(Duration::ZERO),
+    ] {
+        let error = RestartPolicy::builder()
+            .backoff(backoff)
+            .build()
+            .unwrap_err();
+        assert_eq!(error, stagger::ConfigError::RestartBackoff(Duration::ZERO));
     }
 }

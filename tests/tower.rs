@@ -1107,7 +1107,13 @@ async fn a_new_clients_timeouts_are_retried_from_the_starting_credit_an_old_quie
     let start = Instant::now();
 
     // The budget's first window: no request has paid for retrying a timeout, and the starting credit
-    // (one second of the floor, 10 retries' worth) pays for two, at 4 each.
+    // (one second of the floor, 10 retries' worth) pays for two, at 4 each. The credit of a host is
+    // the process's: a host of this test's own, so that no test beside it has spent it.
+    let get = || {
+        Request::get("http://starting-credit.invalid/")
+            .body(String::new())
+            .unwrap()
+    };
     let error = send(policy.clone(), hung(&hits), get()).await.unwrap_err();
     assert!(error.is_attempt_timeout(), "{error:?}");
     assert_eq!(hits.count(), 3);

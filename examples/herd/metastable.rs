@@ -94,9 +94,10 @@ enum Kind {
     FailureBudget,
 }
 
-/// stagger's defaults with the scenario's attempt timeout.
+/// stagger's defaults with the scenario's attempt timeout, for a client standing for a process of
+/// its own.
 fn stagger() -> stagger::RetryPolicyBuilder {
-    RetryPolicy::builder().attempt_timeout(ATTEMPT_TIMEOUT)
+    crate::sim::own_process(RetryPolicy::builder().attempt_timeout(ATTEMPT_TIMEOUT))
 }
 
 pub(crate) fn rows() -> Vec<Row> {

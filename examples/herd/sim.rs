@@ -357,3 +357,14 @@ pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// A policy builder for one simulated client standing for a process of its own: its budget keeps a
+/// starting credit of its own, as each process keeps its hosts' (in one process, every budget draws
+/// on the process's credit for a host, which would make the simulated processes share it).
+pub(crate) fn own_process(builder: stagger::RetryPolicyBuilder) -> stagger::RetryPolicyBuilder {
+    let budget = stagger::RetryBudget::builder()
+        .own_starting_credit(true)
+        .build()
+        .expect("a valid budget");
+    builder.budget(budget)
+}

@@ -422,14 +422,19 @@ impl RetryState {
         // A call whose start is not known (an adapter of one's own, without a deadline) is judged
         // as if it started now.
         let started = self.started.unwrap_or_else(Instant::now);
+        // A timeout's retry may spend its host's starting credit.
+        let host = match kind {
+            RetryKind::Timeout => request.and_then(Host::of),
+            RetryKind::Plain => None,
+        };
         let withdrawal = if budget.per_host() {
             self.resolve_partition(request);
             self.holdings
                 .partition
                 .as_ref()
-                .and_then(|partition| partition.withdraw(kind, started))
+                .and_then(|partition| partition.withdraw(kind, host, started))
         } else {
-            budget.withdraw(kind, started)
+            budget.withdraw(kind, host, started)
         };
         withdrawal.map_or(Payment::Refused, Payment::Paid)
     }

@@ -12,14 +12,27 @@ use tokio::time::Instant;
 use crate::attempt::RestartEvent;
 use crate::engine::backoff::Delays;
 use crate::engine::restart_policy::RestartPolicy;
+use crate::observe::{log, metrics};
 
 /// What follows a run that ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RestartDecision {
-    /// Sleep the event's delay, then run the task again.
-    Restart(RestartEvent),
+    /// Sleep this long, then run the task again.
+    Restart(Duration),
     /// The restart limit is reached: end with the run's result.
     GiveUp,
+}
+
+/// How a run ended, as the adapter tells it.
+#[derive(Clone, Copy)]
+pub(crate) struct RunEnd<'a> {
+    /// When, and after how long up.
+    pub(crate) at: Instant,
+    pub(crate) uptime: Duration,
+    /// Whether it failed; `false` for a run that returned `Ok`.
+    pub(crate) failed: bool,
+    /// Its error, when the adapter has it.
+    pub(crate) error: Option<&'a dyn std::fmt::Display>,
 }
 
 /// The restarts of one supervision: its jitter, its failures in a row and the restarts that count
@@ -56,15 +69,15 @@ impl RestartState {
         }
     }
 
-    /// A run that stayed up `uptime` ended at `now`, with an error if `failed`: restart it after a
-    /// delay, or give up.
-    pub(crate) fn run_ended(
-        &mut self,
-        policy: &RestartPolicy,
-        uptime: Duration,
-        failed: bool,
-        now: Instant,
-    ) -> RestartDecision {
+    /// A run ended: restart it after a delay, or give up. Reports either, as the retry engine reports
+    /// its decisions: the `tracing` event, the metrics, and the policy's hook for a restart.
+    pub(crate) fn run_ended(&mut self, policy: &RestartPolicy, run: RunEnd<'_>) -> RestartDecision {
+        let RunEnd {
+            at: now,
+            uptime,
+            failed,
+            error,
+        } = run;
         let healthy = policy.healthy_after().is_some_and(|after| uptime >= after);
         let delay = if healthy {
             self.failures = 0;
@@ -87,19 +100,26 @@ impl RestartState {
                 }
             }
             if self.recent.len() >= max_restarts as usize {
+                log::restarts_given_up(self.runs(), self.failures, uptime, self.slept, error);
+                metrics::restarts_given_up(uptime, failed);
                 return RestartDecision::GiveUp;
             }
             self.recent.push_back(at);
         }
         self.restarts = self.restarts.saturating_add(1);
         self.slept = self.slept.saturating_add(delay);
-        RestartDecision::Restart(RestartEvent {
+        let event = RestartEvent {
             restart: self.restarts,
             failures: self.failures,
             uptime,
             delay,
             failed,
-        })
+            error,
+        };
+        log::restarting(&event);
+        metrics::restart(&event);
+        policy.notify(&event);
+        RestartDecision::Restart(delay)
     }
 
     /// The runs so far: the first and one per restart.
@@ -112,14 +132,15 @@ impl RestartState {
         self.restarts
     }
 
+    /// Runs in a row that ended before `healthy_after`.
+    #[cfg(test)]
+    pub(crate) fn failures(&self) -> u32 {
+        self.failures
+    }
+
     /// The delays of the restarts made, added up.
     pub(crate) fn slept(&self) -> Duration {
         self.slept
-    }
-
-    /// Runs in a row that ended before `healthy_after`.
-    pub(crate) fn failures(&self) -> u32 {
-        self.failures
     }
 }
 
@@ -154,9 +175,19 @@ mod tests {
         RestartState::new(SmallRng::seed_from_u64(1), policy.max_restarts())
     }
 
+    /// A run that failed after `uptime`, ending at `at`, without an error to show.
+    fn failed(uptime: Duration, at: Instant) -> RunEnd<'static> {
+        RunEnd {
+            at,
+            uptime,
+            failed: true,
+            error: None,
+        }
+    }
+
     fn delay(decision: RestartDecision) -> Duration {
         match decision {
-            RestartDecision::Restart(event) => event.delay,
+            RestartDecision::Restart(delay) => delay,
             RestartDecision::GiveUp => panic!("gave up"),
         }
     }
@@ -168,17 +199,17 @@ mod tests {
         let mut state = state(&policy);
         let now = Instant::now();
         let delays: Vec<_> = (0..4)
-            .map(|_| delay(state.run_ended(&policy, SECOND, true, now)))
+            .map(|_| delay(state.run_ended(&policy, failed(SECOND, now))))
             .collect();
         assert_eq!(delays, [1, 2, 4, 8].map(Duration::from_secs));
         assert_eq!(state.failures(), 4);
         // 10 s up: healthy, restarted at once, and the next failure waits 1 s again.
         assert_eq!(
-            delay(state.run_ended(&policy, 10 * SECOND, true, now)),
+            delay(state.run_ended(&policy, failed(10 * SECOND, now))),
             Duration::ZERO
         );
         assert_eq!(state.failures(), 0);
-        assert_eq!(delay(state.run_ended(&policy, SECOND, true, now)), SECOND);
+        assert_eq!(delay(state.run_ended(&policy, failed(SECOND, now))), SECOND);
         assert_eq!((state.restarts(), state.runs()), (6, 7));
         assert_eq!(state.slept(), Duration::from_secs(1 + 2 + 4 + 8 + 1));
     }
@@ -195,7 +226,7 @@ mod tests {
         let now = Instant::now();
         let year = Duration::from_secs(365 * 86_400);
         let delays: Vec<_> = (0..3)
-            .map(|_| delay(state.run_ended(&policy, year, true, now)))
+            .map(|_| delay(state.run_ended(&policy, failed(year, now))))
             .collect();
         assert_eq!(delays, [1, 2, 4].map(Duration::from_secs));
     }
@@ -206,7 +237,7 @@ mod tests {
         let mut state = state(&policy);
         let now = Instant::now();
         for n in 1..=20 {
-            let delay = delay(state.run_ended(&policy, Duration::ZERO, true, now));
+            let delay = delay(state.run_ended(&policy, failed(Duration::ZERO, now)));
             assert!(
                 delay <= policy.backoff().ceiling(n),
                 "restart {n}: {delay:?}"
@@ -225,23 +256,23 @@ mod tests {
         let start = Instant::now();
         // Restarts at 1 s and 2 s; a third at 3 s would be the third within (0, 3] s.
         assert_eq!(
-            delay(state.run_ended(&policy, Duration::ZERO, true, start)),
+            delay(state.run_ended(&policy, failed(Duration::ZERO, start))),
             SECOND
         );
         let at = start + SECOND;
         assert_eq!(
-            delay(state.run_ended(&policy, Duration::ZERO, true, at)),
+            delay(state.run_ended(&policy, failed(Duration::ZERO, at))),
             SECOND
         );
         let at = start + 2 * SECOND;
         assert_eq!(
-            state.run_ended(&policy, Duration::ZERO, true, at),
+            state.run_ended(&policy, failed(Duration::ZERO, at)),
             RestartDecision::GiveUp
         );
         // One ending later finds the restart at 1 s out of its window (4 s − 3 s).
         let at = start + 3 * SECOND;
         assert_eq!(
-            delay(state.run_ended(&policy, Duration::ZERO, true, at)),
+            delay(state.run_ended(&policy, failed(Duration::ZERO, at))),
             SECOND
         );
         assert_eq!(state.restarts(), 3);
@@ -252,7 +283,7 @@ mod tests {
         let policy = policy(RestartPolicy::builder().max_restarts(0, SECOND));
         let now = Instant::now();
         assert_eq!(
-            state(&policy).run_ended(&policy, SECOND, true, now),
+            state(&policy).run_ended(&policy, failed(SECOND, now)),
             RestartDecision::GiveUp
         );
     }
@@ -271,7 +302,7 @@ mod tests {
         let now = Instant::now();
         for _ in 0..3 {
             assert_eq!(
-                delay(state.run_ended(&policy, Duration::ZERO, true, now)),
+                delay(state.run_ended(&policy, failed(Duration::ZERO, now))),
                 Duration::MAX
             );
         }

@@ -71,6 +71,9 @@ pub enum ConfigError {
     /// The window of a restart policy's [`max_restarts`](crate::RestartPolicyBuilder::max_restarts)
     /// is zero: no restart would count against the limit.
     RestartWindow(Duration),
+    /// A restart policy's [`backoff`](crate::RestartPolicyBuilder::backoff) starts from zero, so that
+    /// every delay is zero: a task that fails at once would be restarted at once, forever.
+    RestartBackoff(Duration),
     /// A name given to [`grpc_method`](crate::RetryPolicyBuilder::grpc_method) is not a gRPC
     /// method's: neither `/package.Service/Method` nor `package.Service/Method`. No call would match
     /// its rule.
@@ -140,6 +143,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "max_restarts' window must be greater than zero, got {within:?}: no restart would count \
                  against the limit (use max_restarts(None, ..) for no limit)"
+            ),
+            Self::RestartBackoff(initial) => write!(
+                f,
+                "the restart backoff's initial delay must be greater than zero, got {initial:?}: a task \
+                 that fails at once would be restarted at once, forever"
             ),
             Self::GrpcMethodName(name) => write!(
                 f,

@@ -20,15 +20,26 @@ pub(crate) struct Host(u64);
 impl Host {
     /// The host of `request`, if its target (or, in origin form, its `Host` header) names one. Host
     /// names are compared without regard to case (RFC 9110 §4.2.3): `API.Example.test` is
-    /// `api.example.test`.
+    /// `api.example.test`. A default port, 80 or 443, is the same as none, however the request writes
+    /// it: `http://api.example.test/`, `https://api.example.test:443/` and a request in origin form
+    /// with `Host: api.example.test` (whose scheme the request does not say) are one host, so that a
+    /// pause it asked for, its budget and its throttle hold for every request to it. Another port is
+    /// another host.
     pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
         let name = request.host()?;
         let mut hasher = DefaultHasher::new();
         for byte in name.bytes() {
             hasher.write_u8(byte.to_ascii_lowercase());
         }
-        request.port().hash(&mut hasher);
+        let port = request.port().filter(|port| !matches!(port, 80 | 443));
+        port.hash(&mut hasher);
         Some(Self(hasher.finish()))
+    }
+
+    /// The host as a starting credit's withdrawal records it: the low 55 bits of its hash, which a
+    /// withdrawal has room for beside a slot's epoch.
+    pub(crate) const fn credit_key(self) -> u64 {
+        self.0 & CREDIT_KEY_MASK
     }
 
     #[cfg(test)]
@@ -36,6 +47,9 @@ impl Host {
         Self(n)
     }
 }
+
+/// The bits of a host's hash that [`Host::credit_key`] keeps.
+pub(crate) const CREDIT_KEY_MASK: u64 = (1 << 55) - 1;
 
 /// The most hosts a map holds.
 pub(crate) const MAX_HOSTS: usize = 4096;
@@ -137,6 +151,37 @@ mod tests {
             n,
             idle: AtomicBool::new(idle),
         }
+    }
+
+    #[test]
+    fn a_host_is_one_however_its_default_port_is_written() {
+        let of = |request: http::Request<()>| {
+            Host::of(&RequestView::new(
+                request.method(),
+                request.uri(),
+                request.headers(),
+            ))
+        };
+        let get = |uri: &str| http::Request::get(uri).body(()).unwrap();
+        let origin_form = |host: &str| {
+            http::Request::get("/items")
+                .header("host", host)
+                .body(())
+                .unwrap()
+        };
+        let one = of(get("http://api.example.test/")).unwrap();
+        for same in [
+            of(get("http://API.example.test:80/items")),
+            of(get("https://api.example.test/")),
+            of(get("https://api.example.test:443/")),
+            of(origin_form("api.example.test")),
+            of(origin_form("api.example.test:80")),
+        ] {
+            assert_eq!(same, Some(one));
+        }
+        assert_ne!(of(get("http://api.example.test:8080/")), Some(one));
+        assert_ne!(of(origin_form("api.example.test:8080")), Some(one));
+        assert_ne!(of(get("http://other.example.test/")), Some(one));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The `tracing` events of a call, in one place: a `debug` event before each retry, and one when the
 //! retries stop — a `warn` when they stop while the request is still failing. And those of a
-//! supervised task ([`supervise`](crate::supervise())): a `debug` event before each restart, a `warn`
-//! when the restart limit is reached, and a `debug` one when it stops or its task returns.
+//! supervised task ([`supervise`](crate::supervise())): before each restart a `warn` event after a run
+//! that failed (a restart is worth seeing) and an `info` one after a run that returned, a `warn` when
+//! the restart limit is reached, and a `debug` one when it stops or its task returns.
 //!
 //! Field names follow OpenTelemetry's HTTP conventions where one exists (`http.request.method`,
 //! `server.address`, `url.path`, `http.request.resend_count`, `error.type`), so that a subscriber
@@ -21,8 +22,9 @@
 //! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
 //!
 //! A restart's event also carries `restart` (which restart, from 1), `failures` (the runs in a row that
-//! ended before `healthy_after`, this one included), `uptime_ms` (how long the run stayed up) and
-//! `delay_ms` (how long until the next run).
+//! ended before `healthy_after`, this one included), `uptime_ms` (how long the run stayed up),
+//! `delay_ms` (how long until the next run) and `error`, the run's error as it displays itself, when
+//! the adapter has it.
 
 use std::time::Duration;
 
@@ -167,22 +169,44 @@ pub(crate) const fn run_outcome(failed: bool) -> &'static str {
     if failed { "failed" } else { "returned" }
 }
 
-/// A supervised task is about to be restarted.
-pub(crate) fn restarting(event: &RestartEvent) {
-    tracing::debug!(
-        target: TARGET,
-        restart = event.restart,
-        failures = event.failures,
-        uptime_ms = millis(event.uptime),
-        delay_ms = millis(event.delay),
-        run.outcome = run_outcome(event.failed),
-        "restarting"
-    );
+/// A supervised task is about to be restarted: a `warn` after a run that failed, with its error
+/// when there is one, an `info` after one that returned.
+pub(crate) fn restarting(event: &RestartEvent<'_>) {
+    let error = event.error.map(tracing::field::display);
+    if event.failed {
+        tracing::warn!(
+            target: TARGET,
+            restart = event.restart,
+            failures = event.failures,
+            uptime_ms = millis(event.uptime),
+            delay_ms = millis(event.delay),
+            run.outcome = run_outcome(event.failed),
+            error,
+            "restarting"
+        );
+    } else {
+        tracing::info!(
+            target: TARGET,
+            restart = event.restart,
+            failures = event.failures,
+            uptime_ms = millis(event.uptime),
+            delay_ms = millis(event.delay),
+            run.outcome = run_outcome(event.failed),
+            "restarting"
+        );
+    }
 }
 
 /// A supervised task reached its restart limit after `runs` runs, the last `failures` in a row short of
-/// `healthy_after`, the last up for `uptime`, with `slept` between them.
-pub(crate) fn restarts_given_up(runs: u32, failures: u32, uptime: Duration, slept: Duration) {
+/// `healthy_after`, the last up for `uptime` and ended with `error`, with `slept` between them.
+pub(crate) fn restarts_given_up(
+    runs: u32,
+    failures: u32,
+    uptime: Duration,
+    slept: Duration,
+    error: Option<&dyn std::fmt::Display>,
+) {
+    let error = error.map(tracing::field::display);
     tracing::warn!(
         target: TARGET,
         runs,
@@ -190,6 +214,7 @@ pub(crate) fn restarts_given_up(runs: u32, failures: u32, uptime: Duration, slep
         uptime_ms = millis(uptime),
         slept_ms = millis(slept),
         stop.reason = StopReason::MaxRestarts.as_str(),
+        error,
         "gave up restarting"
     );
 }

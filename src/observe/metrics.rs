@@ -289,7 +289,7 @@ mod imp {
         });
     }
 
-    pub(crate) fn restart(event: &RestartEvent) {
+    pub(crate) fn restart(event: &RestartEvent<'_>) {
         describe();
         let outcome = || {
             vec![Label::from_static_parts(
@@ -361,7 +361,7 @@ mod imp {
     use crate::observe::log::DelayCause;
 
     #[inline(always)]
-    pub(crate) fn restart(_: &RestartEvent) {}
+    pub(crate) fn restart(_: &RestartEvent<'_>) {}
 
     #[inline(always)]
     pub(crate) fn restarts_given_up(_: Duration, _: bool) {}

@@ -12,9 +12,8 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::drive::timer;
-use crate::engine::restart::{RestartDecision, RestartState};
+use crate::engine::restart::{RestartDecision, RestartState, RunEnd};
 use crate::engine::restart_policy::RestartPolicy;
-use crate::observe::{log, metrics};
 
 /// A `MakeService` (any `Service<Target>` whose response is a connection) that makes each new
 /// connection after the delay a [`RestartPolicy`] gives a restart, for
@@ -125,16 +124,19 @@ impl<M> Restarting<M> {
             .take();
         // A make that failed lived no time at all.
         let uptime = connected.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
-        let event = match self.state.run_ended(&self.policy, uptime, true, now) {
-            RestartDecision::Restart(event) => event,
+        // `Reconnect` hands the error that ended the connection to the call that met it.
+        let run = RunEnd {
+            at: now,
+            uptime,
+            failed: true,
+            error: None,
+        };
+        let delay = match self.state.run_ended(&self.policy, run) {
+            RestartDecision::Restart(delay) => delay,
             // A schedule without a limit never gives up.
             RestartDecision::GiveUp => return None,
         };
-        log::restarting(&event);
-        metrics::restart(&event);
-        self.policy.notify(&event);
-        (!event.delay.is_zero())
-            .then(|| Box::pin(tokio::time::sleep_until(timer::after(event.delay))))
+        (!delay.is_zero()).then(|| Box::pin(tokio::time::sleep_until(timer::after(delay))))
     }
 }
 

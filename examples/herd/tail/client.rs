@@ -24,7 +24,7 @@ pub(super) fn policy(
     hedge_after: Option<Duration>,
 ) -> RetryPolicy {
     let seed = stream(stream(scenario.seed, POLICY), client as u64);
-    let builder = RetryPolicy::builder().max_retries(1).seed(seed);
+    let builder = crate::sim::own_process(RetryPolicy::builder().max_retries(1).seed(seed));
     let builder = match hedge_after {
         Some(delay) => builder.hedge_after(delay),
         None => builder,

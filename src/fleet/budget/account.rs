@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::RetryBudgetBuilder;
+use super::{RetryBudgetBuilder, credit};
+use crate::fleet::hosts::{CREDIT_KEY_MASK, Host};
 
 /// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
 const SLOTS: usize = 10;
@@ -17,25 +18,51 @@ const RETRY_COST: i64 = 100_000;
 /// A deposit reads the clock once in this many, to move the window along without a per-request clock.
 const CLOCK_EVERY: u64 = 64;
 
-/// One retry taken from a [`RetryBudget`]: the slot it was taken in, or the starting credit, plus one
-/// (so that an `Option<Withdrawal>` is a single word).
+/// One retry taken from a [`RetryBudget`]: the slot it was taken in, or the starting credit it was
+/// taken from, plus one (so that an `Option<Withdrawal>` is a single word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Withdrawal(NonZeroU64);
 
-/// The epoch a withdrawal from the starting credit records: no slot has it.
-const FROM_CREDIT: u64 = (1 << 56) - 1;
+/// The low 56 bits of a withdrawal: a slot's epoch, or a credit.
+const SOURCE: u64 = (1 << 56) - 1;
+/// The source of a withdrawal from the account's own starting credit: no slot has it.
+const FROM_CREDIT: u64 = SOURCE;
+/// The bit of a withdrawal from a host's starting credit, whose key is in the bits below it. No slot
+/// has it either: 2⁵⁵ slots of 100 ms are 114 years.
+const FROM_HOST_CREDIT: u64 = 1 << 55;
+
+/// Where a withdrawal was taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The slot of this epoch.
+    Slot(u64),
+    /// The account's own starting credit.
+    Credit,
+    /// The starting credit of the host whose key this is.
+    HostCredit(u64),
+}
 
 impl Withdrawal {
-    /// The slot's epoch in the low 56 bits (228 years of 100 ms slots; all ones for the starting
-    /// credit), how many retries' worth in the top 8.
-    fn new(epoch: u64, times: u8) -> Self {
-        let packed = (u64::from(times) << 56) | (epoch & FROM_CREDIT);
+    /// The source in the low 56 bits (a slot's epoch: 228 years of 100 ms slots), how many retries'
+    /// worth in the top 8.
+    fn new(source: Source, times: u8) -> Self {
+        let source = match source {
+            Source::Slot(epoch) => epoch & (FROM_HOST_CREDIT - 1),
+            Source::Credit => FROM_CREDIT,
+            Source::HostCredit(key) => FROM_HOST_CREDIT | (key & CREDIT_KEY_MASK),
+        };
+        let packed = (u64::from(times) << 56) | source;
         Self(NonZeroU64::MIN.saturating_add(packed))
     }
 
-    fn parts(self) -> (u64, u8) {
+    fn parts(self) -> (Source, u8) {
         let packed = self.0.get() - 1;
-        (packed & FROM_CREDIT, (packed >> 56) as u8)
+        let source = match packed & SOURCE {
+            FROM_CREDIT => Source::Credit,
+            bits if bits & FROM_HOST_CREDIT != 0 => Source::HostCredit(bits & CREDIT_KEY_MASK),
+            epoch => Source::Slot(epoch),
+        };
+        (source, (packed >> 56) as u8)
     }
 }
 
@@ -58,8 +85,8 @@ pub(crate) const TIMEOUT_COST: u8 = 4;
 /// paid in, not the whole window banked before it.
 const RECENT_SLOTS: u64 = 2;
 
-/// The starting credit, in seconds of the floor: what the timeouts of the calls of an account's first
-/// window, which has no deposits to judge them by, may spend.
+/// The starting credit, in seconds of the floor: what the first timeouts, which no deposits can
+/// pay for yet, may spend.
 const STARTING_CREDIT_SECONDS: i64 = 1;
 
 /// The account behind a [`RetryBudget`] and all its clones: a Finagle-style sliding window of deposits
@@ -74,9 +101,11 @@ pub(crate) struct Account {
     deposits: AtomicU64,
     reserve: i64,
     deposit: i64,
-    /// What is left of the starting credit, in units: spent only on the timeouts of calls that
-    /// started in the account's first window (see `RetryBudget`'s "Timeouts").
+    /// What is left of the starting credit, in units, for the timeouts of requests without a host
+    /// (a host's own credit is the process's: see `credit.rs` and `RetryBudget`'s "Timeouts").
     credit: AtomicI64,
+    /// The starting credit's size, in units: one second of the floor.
+    credit_size: i64,
     /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract.
     rotation: Mutex<()>,
     /// The validated shape, as configured, for the accessors and `Debug`.
@@ -90,6 +119,7 @@ impl Account {
         let reserve = (f64::from(shape.min_per_second)
             * shape.window.as_secs_f64()
             * RETRY_COST as f64) as i64;
+        let credit_size = i64::from(shape.min_per_second) * RETRY_COST * STARTING_CREDIT_SECONDS;
         Self {
             origin: Instant::now(),
             slot: shape.window / SLOTS as u32,
@@ -98,9 +128,8 @@ impl Account {
             deposits: AtomicU64::new(0),
             reserve,
             deposit,
-            credit: AtomicI64::new(
-                i64::from(shape.min_per_second) * RETRY_COST * STARTING_CREDIT_SECONDS,
-            ),
+            credit: AtomicI64::new(credit_size),
+            credit_size,
             rotation: Mutex::new(()),
             shape,
         }
@@ -120,8 +149,14 @@ impl Account {
         self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
     }
 
-    /// Takes one retry of `kind` for a call that started at `call_started`, if the balance allows it.
-    pub(crate) fn withdraw(&self, kind: RetryKind, call_started: Instant) -> Option<Withdrawal> {
+    /// Takes one retry of `kind` for a request to `host` of a call that started at `call_started`, if
+    /// the balance allows it.
+    pub(crate) fn withdraw(
+        &self,
+        kind: RetryKind,
+        host: Option<Host>,
+        call_started: Instant,
+    ) -> Option<Withdrawal> {
         let _guard = self.lock();
         let now = Instant::now();
         let epoch = self.rotate(now);
@@ -146,28 +181,46 @@ impl Account {
         };
         if affordable {
             self.balances[slot_of(epoch)].fetch_sub(cost, Ordering::Relaxed);
-            return Some(Withdrawal::new(epoch, times));
+            return Some(Withdrawal::new(Source::Slot(epoch), times));
         }
-        // A call of the first window has no deposits to be judged by: its timeout may spend the
-        // starting credit.
+        // A call of the account's first window has no deposits to be judged by: its timeout may
+        // spend the starting credit, the host's (kept by the process, whatever the policies sending
+        // to it), or, for a request without a host, the account's own.
         let young = call_started.saturating_duration_since(self.origin) < self.shape.window;
-        if kind == RetryKind::Timeout && young && self.credit.load(Ordering::Relaxed) >= cost {
-            self.credit.fetch_sub(cost, Ordering::Relaxed);
-            return Some(Withdrawal::new(FROM_CREDIT, times));
+        if kind != RetryKind::Timeout || !young || self.credit_size == 0 {
+            return None;
         }
-        None
+        match host.filter(|_| !self.shape.own_starting_credit) {
+            Some(host) if credit::take(host, self.credit_size, cost) => Some(Withdrawal::new(
+                Source::HostCredit(host.credit_key()),
+                times,
+            )),
+            Some(_) => None,
+            None if self.credit.load(Ordering::Relaxed) >= cost => {
+                self.credit.fetch_sub(cost, Ordering::Relaxed);
+                Some(Withdrawal::new(Source::Credit, times))
+            }
+            None => None,
+        }
     }
 
     /// Gives back a withdrawal in the slot it was taken from. A withdrawal that has already expired with
     /// the window has nothing left to give back.
     pub(crate) fn refund(&self, withdrawal: Withdrawal) {
         let _guard = self.lock();
-        let (epoch, times) = withdrawal.parts();
-        if epoch == FROM_CREDIT {
-            self.credit
-                .fetch_add(RETRY_COST * i64::from(times), Ordering::Relaxed);
-            return;
-        }
+        let (source, times) = withdrawal.parts();
+        let cost = RETRY_COST * i64::from(times);
+        let epoch = match source {
+            Source::Slot(epoch) => epoch,
+            Source::Credit => {
+                self.credit.fetch_add(cost, Ordering::Relaxed);
+                return;
+            }
+            Source::HostCredit(key) => {
+                credit::give_back(key, cost);
+                return;
+            }
+        };
         let current = self.rotate(Instant::now());
         if current - epoch < SLOTS as u64 {
             self.balances[slot_of(epoch)]
@@ -236,7 +289,7 @@ mod tests {
     fn drain(budget: &RetryBudget) -> u32 {
         let mut granted = 0;
         while budget
-            .withdraw(super::RetryKind::Plain, Instant::now())
+            .withdraw(super::RetryKind::Plain, None, Instant::now())
             .is_some()
         {
             granted += 1;
@@ -322,10 +375,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_reserve_comes_back_as_withdrawals_expire() {
         let b = budget(0.0, 1, 1);
-        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_some());
-        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_none());
+        assert!(b.withdraw(RetryKind::Plain, None, Instant::now()).is_some());
+        assert!(b.withdraw(RetryKind::Plain, None, Instant::now()).is_none());
         tokio::time::advance(Duration::from_millis(1100)).await;
-        assert!(b.withdraw(RetryKind::Plain, Instant::now()).is_some());
+        assert!(b.withdraw(RetryKind::Plain, None, Instant::now()).is_some());
     }
 
     #[tokio::test(start_paused = true)]
@@ -333,39 +386,106 @@ mod tests {
         // No deposits: the floor alone, 10 retries a second, which a timeout may not use.
         let b = budget(0.2, 10, 10);
         let t0 = Instant::now();
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        assert!(b.withdraw(RetryKind::Timeout, None, t0).is_some());
+        assert!(b.withdraw(RetryKind::Timeout, None, t0).is_some());
         // One second of the floor, 10 retries' worth, is two timeouts' retries at 4 each.
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_none());
+        assert!(b.withdraw(RetryKind::Timeout, None, t0).is_none());
         // The floor itself is untouched.
         assert_eq!(drain(&b), 100);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_call_started_after_the_first_window_gets_no_credit() {
+        let host = Host::from_raw(0x007e_57c4_ed16);
         let b = budget(0.2, 10, 10);
         let t0 = Instant::now();
         tokio::time::advance(Duration::from_secs(12)).await;
+        let late = Instant::now();
+        assert!(b.withdraw(RetryKind::Timeout, None, late).is_none());
+        assert!(b.withdraw(RetryKind::Timeout, Some(host), late).is_none());
         // A call that started in the first window and timed out late still may.
+        let early = t0 + Duration::from_secs(9);
+        assert!(b.withdraw(RetryKind::Timeout, None, early).is_some());
+        assert!(b.withdraw(RetryKind::Timeout, Some(host), early).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_host_s_credit_is_one_for_every_budget_of_the_process() {
+        // A host of this test's own: the credit of a host is the process's.
+        let host = Host::from_raw(0x007e_57c4_ed17);
+        let per_request = || budget(0.2, 10, 10);
         assert!(
-            b.withdraw(RetryKind::Timeout, t0 + Duration::from_secs(9))
+            per_request()
+                .withdraw(RetryKind::Timeout, Some(host), Instant::now())
                 .is_some()
         );
-        assert!(b.withdraw(RetryKind::Timeout, Instant::now()).is_none());
+        assert!(
+            per_request()
+                .withdraw(RetryKind::Timeout, Some(host), Instant::now())
+                .is_some()
+        );
+        // A third budget, fresh as the others, finds the host's credit spent.
+        let third = per_request();
+        assert!(
+            third
+                .withdraw(RetryKind::Timeout, Some(host), Instant::now())
+                .is_none()
+        );
+        // Its own, for requests without a host, is whole.
+        assert!(
+            third
+                .withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_some()
+        );
+        // A retry never sent gives the host its credit back.
+        let other = Host::from_raw(0x007e_57c4_ed18);
+        let b = per_request();
+        let first = b
+            .withdraw(RetryKind::Timeout, Some(other), Instant::now())
+            .unwrap();
+        assert!(
+            b.withdraw(RetryKind::Timeout, Some(other), Instant::now())
+                .is_some()
+        );
+        b.refund(first);
+        assert!(
+            per_request()
+                .withdraw(RetryKind::Timeout, Some(other), Instant::now())
+                .is_some()
+        );
+        assert!(
+            per_request()
+                .withdraw(RetryKind::Timeout, Some(other), Instant::now())
+                .is_none()
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_refunded_credit_withdrawal_goes_back_to_the_credit() {
         let b = budget(0.2, 10, 10);
-        let t0 = Instant::now();
-        let first = b.withdraw(RetryKind::Timeout, t0).unwrap();
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
+        let first = b
+            .withdraw(RetryKind::Timeout, None, Instant::now())
+            .unwrap();
+        assert!(
+            b.withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_some()
+        );
         b.refund(first);
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_some());
-        assert!(b.withdraw(RetryKind::Timeout, t0).is_none());
+        assert!(
+            b.withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_some()
+        );
+        assert!(
+            b.withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_none()
+        );
         // Without a floor there is no credit.
         let strict = budget(0.2, 0, 10);
-        assert!(strict.withdraw(RetryKind::Timeout, t0).is_none());
+        assert!(
+            strict
+                .withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_none()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -376,15 +496,20 @@ mod tests {
         }
         // 64 retries' worth banked at t = 0; at t = 5 s none of it is recent.
         tokio::time::advance(Duration::from_secs(5)).await;
-        let now = Instant::now();
-        assert!(b.withdraw(RetryKind::Timeout, now).is_none());
+        assert!(
+            b.withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_none()
+        );
         // Plain retries still spend the whole window.
-        assert!(b.withdraw(RetryKind::Plain, now).is_some());
+        assert!(b.withdraw(RetryKind::Plain, None, Instant::now()).is_some());
         // Requests sent now pay for it.
         for _ in 0..CLOCK_EVERY {
             b.deposit();
         }
-        assert!(b.withdraw(RetryKind::Timeout, now).is_some());
+        assert!(
+            b.withdraw(RetryKind::Timeout, None, Instant::now())
+                .is_some()
+        );
     }
 
     #[test]
@@ -395,7 +520,7 @@ mod tests {
                 let b = b.clone();
                 std::thread::spawn(move || {
                     (0..1000)
-                        .filter(|_| b.withdraw(RetryKind::Plain, Instant::now()).is_some())
+                        .filter(|_| b.withdraw(RetryKind::Plain, None, Instant::now()).is_some())
                         .count()
                 })
             })
@@ -431,7 +556,7 @@ mod tests {
         );
         assert_eq!(
             format!("{b:?}"),
-            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false }"
+            "RetryBudget { ratio: 0.2, min_per_second: 10, window: 10s, per_host: false, own_starting_credit: false }"
         );
     }
 }

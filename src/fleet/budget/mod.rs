@@ -28,6 +28,7 @@
 //! The window is kept on `tokio::time::Instant`, so tests with a paused clock see it expire.
 
 mod account;
+mod credit;
 
 use std::fmt;
 use std::sync::Arc;
@@ -72,12 +73,19 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 /// the whole window banked before it. Other failures (a `503`, a refused connection, a reset) cost one
 /// retry and may use the floor.
 ///
-/// A new budget starts with a credit of one second of its floor (10 retries' worth by default, two
-/// timeouts' retries), which only the timeouts of calls started in its first window may spend: a
-/// client that has just started has no deposits to be judged by, and its first timed-out requests are
-/// retried; a fleet that has been running for a window pays for its timeouts' retries with its
-/// requests. Without a floor (`min_per_second(0)`) there is no credit. The repository's `docs/metastable.md` has
-/// the measurements behind these rules.
+/// A new budget has no deposits to judge a timeout by, so a starting credit pays for the timeouts of
+/// the calls started in its first window: one second of the floor (10 retries' worth by default, two
+/// timeouts' retries). A client that has just started has its first timed-out requests retried; a
+/// fleet that has been running for a window pays for its timeouts' retries with its requests. The
+/// credit is kept by the process, one for each host: the first two such retries to a host in the
+/// process's life are paid by it, whichever young budget sends them. So a policy built for each
+/// request, each with a fresh budget, does not bring a fresh credit with every request: 1 000
+/// requests so made to a host that times out sent 1.002 attempts a request (3.00 when each budget kept
+/// its own, 1.05 through one shared policy). A request without a host draws on its budget's own
+/// credit, as does every request through a budget built with
+/// [`own_starting_credit`](RetryBudgetBuilder::own_starting_credit). Without a floor
+/// (`min_per_second(0)`) there is no credit. The repository's `docs/metastable.md` has the
+/// measurements behind these rules.
 ///
 /// # Sharing
 ///
@@ -147,6 +155,7 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 /// | [`min_per_second`](RetryBudgetBuilder::min_per_second) | 10 retries a second | any `u32` |
 /// | [`window`](RetryBudgetBuilder::window) | 10 s | 1 s to 60 s |
 /// | [`per_host`](RetryBudgetBuilder::per_host) | off: one account for every host | |
+/// | [`own_starting_credit`](RetryBudgetBuilder::own_starting_credit) | off: the process's, one for each host | |
 #[derive(Clone)]
 pub struct RetryBudget {
     account: Arc<Account>,
@@ -169,6 +178,7 @@ impl fmt::Debug for RetryBudget {
             .field("min_per_second", &shape.min_per_second)
             .field("window", &shape.window)
             .field("per_host", &shape.per_host)
+            .field("own_starting_credit", &shape.own_starting_credit)
             .finish()
     }
 }
@@ -217,6 +227,12 @@ impl RetryBudget {
             account: Arc::new(Account::new(shape)),
             hosts: shape.per_host.then(|| Arc::new(HostMap::default())),
         }
+    }
+
+    /// Whether the budget keeps a starting credit of its own, rather than drawing on its hosts'
+    /// (see [`RetryBudgetBuilder::own_starting_credit`]).
+    pub fn own_starting_credit(&self) -> bool {
+        self.account.shape.own_starting_credit
     }
 
     /// Whether each host has an account of its own (see [`RetryBudgetBuilder::per_host`]).
@@ -281,8 +297,13 @@ impl RetryBudget {
 
     /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
     /// [`refund`](Self::refund) should the retry never be sent.
-    pub(crate) fn withdraw(&self, kind: RetryKind, call_started: Instant) -> Option<Withdrawal> {
-        self.account.withdraw(kind, call_started)
+    pub(crate) fn withdraw(
+        &self,
+        kind: RetryKind,
+        host: Option<Host>,
+        call_started: Instant,
+    ) -> Option<Withdrawal> {
+        self.account.withdraw(kind, host, call_started)
     }
 
     /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,
@@ -319,6 +340,7 @@ pub struct RetryBudgetBuilder {
     min_per_second: u32,
     window: Duration,
     per_host: bool,
+    own_starting_credit: bool,
 }
 
 impl Default for RetryBudgetBuilder {
@@ -344,6 +366,7 @@ impl RetryBudgetBuilder {
             min_per_second: RetryBudget::DEFAULT_MIN_PER_SECOND,
             window: RetryBudget::DEFAULT_WINDOW,
             per_host: false,
+            own_starting_credit: false,
         }
     }
 
@@ -459,6 +482,28 @@ impl RetryBudgetBuilder {
     /// ```
     pub const fn per_host(mut self, per_host: bool) -> Self {
         self.per_host = per_host;
+        self
+    }
+
+    /// Sets whether the budget keeps a starting credit of its own, rather than drawing on its
+    /// hosts' starting credits, which the process keeps (see [`RetryBudget`]'s "Timeouts"). Defaults
+    /// to `false`.
+    ///
+    /// The process keeps one credit for each host so that a client made for each request (a policy
+    /// built where the request is) does not bring a fresh one with every request. A budget of its own
+    /// is for what stands for a process of its own: a simulation of many processes in one (the
+    /// repository's `examples/herd/` builds each simulated client's budget this way), or a test that
+    /// must not share a host's credit with the tests that run beside it.
+    ///
+    /// ```
+    /// use stagger::RetryBudget;
+    ///
+    /// let budget = RetryBudget::builder().own_starting_credit(true).build()?;
+    /// assert!(budget.own_starting_credit());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub const fn own_starting_credit(mut self, own: bool) -> Self {
+        self.own_starting_credit = own;
         self
     }
 
