@@ -36,13 +36,6 @@ impl DefaultClassifier {
     }
 }
 
-/// The default classification of an error without a response.
-#[deprecated(since = "0.2.0", note = "renamed `DefaultClassifier::error`")]
-#[doc(hidden)]
-pub fn classify_error(error: &(dyn Error + 'static)) -> Outcome {
-    DefaultClassifier::error(error)
-}
-
 fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
     std::iter::successors(Some(error), |&e| e.source())
 }

@@ -12,8 +12,6 @@ pub(crate) mod outcome;
 mod request;
 
 pub(crate) use as_error::{AsError, known_error};
-#[allow(deprecated)]
-pub use errors::classify_error;
 pub use grpc::{GrpcCode, GrpcCodes, GrpcMethod, GrpcName};
 pub(crate) use outcome::{Outcome, Reason};
 pub use request::{AttemptResult, IDEMPOTENCY_KEY, RequestView};
@@ -326,13 +324,6 @@ impl DefaultClassifier {
             _ => Outcome::Success,
         }
     }
-}
-
-/// The default classification of a status code.
-#[deprecated(since = "0.2.0", note = "renamed `DefaultClassifier::status`")]
-#[doc(hidden)]
-pub fn classify_status(status: StatusCode) -> Outcome {
-    DefaultClassifier::status(status)
 }
 
 #[cfg(test)]

@@ -228,30 +228,6 @@ impl Backoff {
         self.jitter
     }
 
-    /// The multiplier between consecutive ceilings.
-    #[deprecated(since = "0.2.0", note = "renamed `base()`; the setter is `with_base`")]
-    pub const fn get_base(&self) -> f64 {
-        self.base
-    }
-
-    /// The largest delay ever returned.
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `max_delay()`; the setter is `with_max_delay`"
-    )]
-    pub const fn get_max_delay(&self) -> Duration {
-        self.max_delay
-    }
-
-    /// The jitter in use.
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `jitter()`; the setter is `with_jitter`"
-    )]
-    pub const fn get_jitter(&self) -> Jitter {
-        self.jitter
-    }
-
     /// Checks that the configuration means something: a finite base of at least `1.0`, and a `max_delay`
     /// no smaller than the initial delay.
     ///

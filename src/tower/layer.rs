@@ -31,7 +31,7 @@ use crate::replay::{HttpReplay, ReplayFn};
 /// # }
 /// ```
 ///
-/// For any other kind of service, [`RetryLayer::with_classifier`] takes a closure that judges each result.
+/// For any other kind of service, [`RetryLayer::classify_with`] takes a closure that judges each result.
 ///
 /// # Requirements
 ///
@@ -178,19 +178,6 @@ impl<F> RetryLayer<ReplayFn<F>> {
             policy,
             replay: ReplayFn::new(classify),
         })
-    }
-
-    /// [`classify_with`](Self::classify_with) without its check: a classifier the policy was built
-    /// with is silently ignored.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `RetryLayer::classify_with`, which refuses a policy whose classifier it would ignore"
-    )]
-    pub const fn with_classifier(policy: RetryPolicy, classify: F) -> Self {
-        Self {
-            policy,
-            replay: ReplayFn::new(classify),
-        }
     }
 }
 

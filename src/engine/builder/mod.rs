@@ -248,15 +248,6 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// Removes the deadline; the same as [`max_elapsed(None)`](Self::max_elapsed).
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `max_elapsed(None)`: a setting that can be off takes `None`"
-    )]
-    pub fn no_max_elapsed(self) -> Self {
-        self.max_elapsed(None)
-    }
-
     /// Sets the time limit of one attempt, until the response's head (status and headers) arrives: an
     /// attempt that exceeds it is dropped, which cancels it, and is judged a timeout, which is retried
     /// like any timeout when the request is idempotent or carries an `Idempotency-Key`, and the retry
@@ -310,15 +301,6 @@ impl RetryPolicyBuilder {
     pub fn attempt_timeout(mut self, attempt_timeout: impl Into<Option<Duration>>) -> Self {
         self.settings.attempt_timeout = attempt_timeout.into();
         self
-    }
-
-    /// Removes the time limit of each attempt; the same as [`attempt_timeout(None)`](Self::attempt_timeout).
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `attempt_timeout(None)`: a setting that can be off takes `None`"
-    )]
-    pub fn no_attempt_timeout(self) -> Self {
-        self.attempt_timeout(None)
     }
 
     /// Sets the longest `Retry-After` the policy waits for; a longer one stops the retries and the response
@@ -394,15 +376,6 @@ impl RetryPolicyBuilder {
     pub fn idempotency_check(mut self, enabled: bool) -> Self {
         self.settings.idempotency = enabled;
         self
-    }
-
-    /// Turns the retry budget off; the same as [`budget(None)`](Self::budget).
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `budget(None)`: a setting that can be off takes `None`"
-    )]
-    pub fn no_budget(self) -> Self {
-        self.budget(None)
     }
 
     /// Sets the retry budget the policy draws on. Defaults to a [`RetryBudget::default()`] of the
