@@ -2,20 +2,23 @@
 //! grpcio, `tests/grpc_reference/server.py`) that fails, delays and streams as each call's metadata
 //! says and logs every call as it arrives, and C-core's own client with its retries (A6) on
 //! (`tests/grpc_reference/client.py`), run on the same server beside stagger's tonic client in each
-//! scenario. Without python3 or grpcio a test prints `SKIP <test>: <why>` and passes, unless
-//! `CI=true`, where it fails (`.ci/run` installs grpcio). Each scenario prints its row of the table
+//! scenario. Without python3 or grpcio a test is reported `ignored (<what is missing>)` by this
+//! suite's own harness (`tests/common/harness.rs`), unless `CI=true`, where it fails (`.ci/run`
+//! installs grpcio). Each scenario prints its row of the table
 //! of `docs/grpc.md`: `cargo test --features tonic --test grpc_reference -- --nocapture`.
 #![cfg(feature = "tonic")]
 
-#[path = "grpc_reference/harness.rs"]
+#[path = "common/harness.rs"]
 mod harness;
+#[path = "grpc_reference/reference.rs"]
+mod reference;
 
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
-use harness::{CCoreCall, Reference, c_core_call, fresh_id};
 use http::uri::PathAndQuery;
 use http_body_util::BodyExt;
+use reference::{CCoreCall, Reference, c_core_call, fresh_id};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
@@ -79,3 +82,20 @@ fn request(id: &str, meta: &[(&'static str, &str)]) -> tonic::Request<Bytes> {
 mod scenarios;
 #[path = "grpc_reference/smoke.rs"]
 mod smoke;
+
+use reference::Need::Grpcio;
+
+fn main() -> std::process::ExitCode {
+    harness::run(trials![reference::missing;
+        async scenarios::a_stream_longer_than_the_attempt_timeout_is_not_cut [Grpcio];
+        async scenarios::the_caller_s_deadline_ends_the_call [Grpcio];
+        async scenarios::a_pushback_is_a_floor_and_the_attempts_are_c_core_s [Grpcio];
+        async scenarios::a_request_over_the_server_s_limit_is_sent_once [Grpcio];
+        async scenarios::an_opted_out_method_behind_a_path_prefix_is_sent_once [Grpcio];
+        async scenarios::a_timed_out_attempt_of_an_idempotent_method_is_retried [Grpcio];
+        async scenarios::a_stream_failing_after_messages_is_not_retried [Grpcio];
+        async smoke::c_core_retries_a_unary_call_that_fails_twice [Grpcio];
+        async smoke::a_tonic_client_sees_the_reference_server_fail_and_stream [Grpcio];
+        async smoke::c_core_refuses_a_5_mib_request_with_resource_exhausted [Grpcio];
+    ])
+}

@@ -9,8 +9,9 @@
 //!
 //! nginx runs as a child of the test with a configuration of its own, on a free port, and its access
 //! log says what the server saw. The namespaces need root, iproute2 and iptables. Without nginx, or
-//! without root for the namespaces, a test prints `SKIP <test>: <why>` and passes, unless `CI=true`,
-//! where it fails: `.ci/run` installs what is missing.
+//! without root for the namespaces, a test is reported `ignored (<what is missing>)` by this suite's
+//! own harness (`tests/common/harness.rs`), unless `CI=true`, where it fails: `.ci/run` installs what
+//! is missing.
 //!
 //! Some assertions are goals the library does not meet yet; each says so where it is made ("goal").
 //! Every scenario prints its figures: `cargo test --all-features --test real_servers -- --nocapture`.
@@ -42,7 +43,31 @@ mod streaming;
 #[path = "real_servers/syn_blackhole.rs"]
 mod syn_blackhole;
 
+#[path = "common/harness.rs"]
+mod harness;
+
+use std::process::ExitCode;
 use std::time::Duration;
+
+use skip::Need::{Netns, Nginx};
+
+fn main() -> ExitCode {
+    harness::run(trials![skip::missing;
+        async hung_upstream::a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499 [Nginx];
+        sync limit_req::no_retry_of_a_429_reaches_nginx_before_its_retry_after [Nginx];
+        sync limit_req::with_host_cooldown_the_client_gets_90_percent_of_the_quota [Nginx];
+        sync limit_req::host_cooldown_draws_fewer_429s_than_no_cooldown [Nginx];
+        sync limit_req::with_host_cooldown_every_call_ends_200_within_its_deadline [Nginx];
+        multi_thread packet_loss::with_10_percent_of_packets_lost_no_post_without_a_key_reaches_nginx_twice [Nginx, Netns];
+        async resets::a_connection_closed_before_the_response_head_is_retried_for_a_get_and_not_for_a_post [Nginx];
+        async resets::a_connection_cut_mid_body_hands_back_the_200_after_one_attempt_and_its_body_read_fails [Nginx];
+        async restart::gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_the_defaults [Nginx];
+        async restart::a_post_answered_502_by_nginx_is_retried_only_with_an_idempotency_key [Nginx];
+        async streaming::a_streaming_body_answered_503_is_replayed_within_the_buffer_and_sent_once_past_it [Nginx];
+        async syn_blackhole::behind_dropped_syns_an_attempt_timeout_ends_a_get_as_a_timeout_and_a_post_after_one_attempt [Netns];
+        async syn_blackhole::behind_dropped_syns_reqwest_s_connect_timeout_is_a_connect_error_retried_for_a_post [Netns];
+    ])
+}
 
 pub const fn ms(millis: u64) -> Duration {
     Duration::from_millis(millis)

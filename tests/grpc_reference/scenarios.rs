@@ -81,16 +81,16 @@ fn through_stagger(
 }
 
 /// The calls of `id` as they arrived at the server.
-fn arrivals(reference: &Reference, id: &str) -> Vec<harness::Logged> {
+fn arrivals(reference: &Reference, id: &str) -> Vec<reference::Logged> {
     reference
         .log(id)
         .into_iter()
-        .filter(harness::Logged::is_arrival)
+        .filter(reference::Logged::is_arrival)
         .collect()
 }
 
 /// The time between one arrival and the next.
-fn gaps(arrivals: &[harness::Logged]) -> Vec<Duration> {
+fn gaps(arrivals: &[reference::Logged]) -> Vec<Duration> {
     arrivals
         .windows(2)
         .map(|w| Duration::from_secs_f64(w[1].t - w[0].t))
@@ -104,11 +104,8 @@ fn millis(d: Duration) -> String {
 /// Goal: a 15-message stream, one message every 0.5 s, through a policy whose `attempt_timeout` is
 /// 2 s, from a caller without a deadline: 15 of 15 messages, status OK (before: cut at the attempt
 /// timeout, which went on the wire as `grpc-timeout`).
-#[tokio::test]
-async fn a_stream_longer_than_the_attempt_timeout_is_not_cut() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_stream_longer_than_the_attempt_timeout_is_not_cut() {
+    let reference = Reference::start().await;
     let meta = [("x-messages", "15"), ("x-interval-ms", "500")];
     let ours = fresh_id("stream-15");
     let theirs = fresh_id("stream-15-c-core");
@@ -146,11 +143,8 @@ async fn a_stream_longer_than_the_attempt_timeout_is_not_cut() {
 /// Goal: the caller's deadline 500 ms, `UNAVAILABLE` after 200 ms every time: the call ends by
 /// 650 ms with `DEADLINE_EXCEEDED` or `UNAVAILABLE`, and no attempt reaches the server with no time
 /// left (before: the retries slept past it, and attempts went out with `grpc-timeout: 0n`).
-#[tokio::test]
-async fn the_caller_s_deadline_ends_the_call() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn the_caller_s_deadline_ends_the_call() {
+    let reference = Reference::start().await;
     let meta = [("x-fail", "1000"), ("x-delay-ms", "200")];
     let ours = fresh_id("deadline-500");
     let theirs = fresh_id("deadline-500-c-core");
@@ -168,7 +162,7 @@ async fn the_caller_s_deadline_ends_the_call() {
         c_core_call(&reference, &c_core)
     );
     let status = result.unwrap_err();
-    let done = |log: &[harness::Logged]| {
+    let done = |log: &[reference::Logged]| {
         log.iter().filter(|l| l.is_arrival()).count()
             == log.iter().filter(|l| !l.is_arrival()).count()
     };
@@ -178,7 +172,7 @@ async fn the_caller_s_deadline_ends_the_call() {
     let c_core_log = reference
         .log_when(&theirs, Duration::from_secs(2), done)
         .await;
-    let ends = |log: &[harness::Logged]| -> Vec<Option<Duration>> {
+    let ends = |log: &[reference::Logged]| -> Vec<Option<Duration>> {
         log.iter()
             .filter(|l| !l.is_arrival())
             .map(|l| l.time_remaining)
@@ -218,11 +212,8 @@ async fn the_caller_s_deadline_ends_the_call() {
 
 /// Goal: pushback 300 ms twice, then OK: 3 attempts, retries at least 300 ms apart,
 /// `grpc-previous-rpc-attempts` absent, 1, 2: the same attempt count as C-core's client.
-#[tokio::test]
-async fn a_pushback_is_a_floor_and_the_attempts_are_c_core_s() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_pushback_is_a_floor_and_the_attempts_are_c_core_s() {
+    let reference = Reference::start().await;
     let meta = [("x-fail", "2"), ("x-pushback-ms", "300")];
     let ours = fresh_id("pushback-300");
     let theirs = fresh_id("pushback-300-c-core");
@@ -237,7 +228,7 @@ async fn a_pushback_is_a_floor_and_the_attempts_are_c_core_s() {
         c_core_call(&reference, &c_core)
     );
     let (ours, theirs) = (arrivals(&reference, &ours), arrivals(&reference, &theirs));
-    let previous = |arrivals: &[harness::Logged]| -> Vec<Option<u32>> {
+    let previous = |arrivals: &[reference::Logged]| -> Vec<Option<u32>> {
         arrivals.iter().map(|a| a.previous_attempts).collect()
     };
     println!(
@@ -271,11 +262,8 @@ async fn a_pushback_is_a_floor_and_the_attempts_are_c_core_s() {
 /// Goal: a 5 MiB request against the server's 4 MiB limit: 1 attempt, `RESOURCE_EXHAUSTED` (before:
 /// retried as throttling, 7 times over 21 s). The replay buffer holds the whole request here, so that
 /// only the rule for `RESOURCE_EXHAUSTED` decides.
-#[tokio::test]
-async fn a_request_over_the_server_s_limit_is_sent_once() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_request_over_the_server_s_limit_is_sent_once() {
+    let reference = Reference::start().await;
     let ours = fresh_id("echo-5mib");
     let theirs = fresh_id("echo-5mib-c-core");
     let policy = RetryPolicy::builder()
@@ -316,11 +304,8 @@ async fn a_request_over_the_server_s_limit_is_sent_once() {
 /// Goal: a method opted out, called behind an origin with a path (a gateway that strips it): 1
 /// attempt (before: the rule never matched, and the method was sent 4 times on `UNAVAILABLE`). Its
 /// rule is written as grpc-java writes the name, without the leading slash.
-#[tokio::test]
-async fn an_opted_out_method_behind_a_path_prefix_is_sent_once() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn an_opted_out_method_behind_a_path_prefix_is_sent_once() {
+    let reference = Reference::start().await;
     let ours = fresh_id("opted-out");
     let theirs = fresh_id("opted-out-c-core");
     let meta = [("x-fail", "3")];
@@ -379,11 +364,8 @@ async fn an_opted_out_method_behind_a_path_prefix_is_sent_once() {
 /// (before: the channel enforced the layer's `grpc-timeout` first and failed with
 /// `tonic::TimeoutExpired`, which was fatal). C-core has no timeout per attempt: its deadline ends
 /// the call.
-#[tokio::test]
-async fn a_timed_out_attempt_of_an_idempotent_method_is_retried() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_timed_out_attempt_of_an_idempotent_method_is_retried() {
+    let reference = Reference::start().await;
     let meta = [("x-delay-ms", "1000"), ("x-slow", "1")];
     // The budget out of the way: five timeouts in a row from a client that sends nothing else are
     // more than its starting credit pays for (a timeout's retry costs 4; see `RetryBudget`), which
@@ -440,11 +422,8 @@ async fn a_timed_out_attempt_of_an_idempotent_method_is_retried() {
 }
 
 /// A stream that fails after its first messages is committed: not retried, by either client.
-#[tokio::test]
-async fn a_stream_failing_after_messages_is_not_retried() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_stream_failing_after_messages_is_not_retried() {
+    let reference = Reference::start().await;
     let meta = [("x-messages", "3"), ("x-interval-ms", "50")];
     let ours = fresh_id("stream-fail");
     let theirs = fresh_id("stream-fail-c-core");

@@ -3,11 +3,8 @@
 
 use super::*;
 
-#[tokio::test]
-async fn c_core_retries_a_unary_call_that_fails_twice() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn c_core_retries_a_unary_call_that_fails_twice() {
+    let reference = Reference::start().await;
     let id = fresh_id("unary-fail-2");
     let call = CCoreCall {
         id: &id,
@@ -38,11 +35,8 @@ async fn c_core_retries_a_unary_call_that_fails_twice() {
     println!("gaps between attempts: {gaps:?}");
 }
 
-#[tokio::test]
-async fn a_tonic_client_sees_the_reference_server_fail_and_stream() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn a_tonic_client_sees_the_reference_server_fail_and_stream() {
+    let reference = Reference::start().await;
     let mut client = tonic::client::Grpc::new(channel(&reference));
 
     // Unary, failing once, no retry layer: the failure itself.
@@ -218,11 +212,8 @@ async fn raw_call(
     }
 }
 
-#[tokio::test]
-async fn c_core_refuses_a_5_mib_request_with_resource_exhausted() {
-    let Some(reference) = Reference::start().await else {
-        return;
-    };
+pub(crate) async fn c_core_refuses_a_5_mib_request_with_resource_exhausted() {
+    let reference = Reference::start().await;
     let id = fresh_id("echo-5mib");
     let call = CCoreCall {
         method: "Echo",

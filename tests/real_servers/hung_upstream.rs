@@ -10,17 +10,13 @@ use stagger::{RetryPolicy, StopReason};
 use super::client::Adapter;
 use super::ms;
 use super::nginx::{self, Nginx};
-use super::skip::{Need, ready};
 use super::upstream::silent;
 
 /// Room above the deadline for a loaded machine.
 const SLACK: Duration = ms(500);
 
-#[tokio::test]
-async fn a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) async fn a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499()
+ {
     let upstream = silent().await;
     let nginx = Nginx::start(&format!(
         "location / {{ proxy_read_timeout 60s; proxy_pass http://{}; }}",

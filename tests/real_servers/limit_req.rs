@@ -17,7 +17,6 @@ use stagger::{RetryPolicy, StopReason};
 use super::client::Adapter;
 use super::ms;
 use super::nginx::{Logged, Nginx};
-use super::skip::{Need, ready};
 
 /// nginx's rate: 5 requests/s.
 const QUOTA: f64 = 5.0;
@@ -261,11 +260,7 @@ fn the_runs() -> &'static [Run] {
     runs().as_ref().unwrap_or_else(|why| panic!("{why}"))
 }
 
-#[test]
-fn no_retry_of_a_429_reaches_nginx_before_its_retry_after() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) fn no_retry_of_a_429_reaches_nginx_before_its_retry_after() {
     for run in the_runs() {
         let early = run.early_retries();
         assert!(
@@ -276,11 +271,7 @@ fn no_retry_of_a_429_reaches_nginx_before_its_retry_after() {
     }
 }
 
-#[test]
-fn with_host_cooldown_the_client_gets_90_percent_of_the_quota() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) fn with_host_cooldown_the_client_gets_90_percent_of_the_quota() {
     // Goal: a client that waits when told to still gets what the quota allows. Waiters let go over
     // U[0, 1 s] after each pause got one request through per pause (nginx without a burst serves one
     // request per 200 ms, and the second waiter, milliseconds after the first, was refused and paused
@@ -296,11 +287,7 @@ fn with_host_cooldown_the_client_gets_90_percent_of_the_quota() {
     );
 }
 
-#[test]
-fn host_cooldown_draws_fewer_429s_than_no_cooldown() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) fn host_cooldown_draws_fewer_429s_than_no_cooldown() {
     // Goal: holding new requests while the host asks for a pause is what the cooldown is for.
     let runs = the_runs();
     let mut more = Vec::new();
@@ -321,11 +308,7 @@ fn host_cooldown_draws_fewer_429s_than_no_cooldown() {
     assert!(more.is_empty(), "{more:?}");
 }
 
-#[test]
-fn with_host_cooldown_every_call_ends_200_within_its_deadline() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) fn with_host_cooldown_every_call_ends_200_within_its_deadline() {
     // Goal: 50 callers at 5/s wait 10 s for their turn, a third of the default deadline: a client
     // that waits out the server's pauses fails none of them.
     let failed: Vec<String> = the_runs()

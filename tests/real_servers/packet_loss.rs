@@ -14,7 +14,6 @@ use super::client::{Adapter, Call};
 use super::ms;
 use super::netns::Netns;
 use super::nginx::{self, Nginx};
-use super::skip::{Need, ready};
 
 const POSTS: usize = 40;
 /// Calls in flight at once, per adapter and kind of POST.
@@ -40,11 +39,7 @@ async fn posts(client: &super::client::Client, url: &str, prefix: &str, keyed: b
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_10_percent_of_packets_lost_no_post_without_a_key_reaches_nginx_twice() {
-    if !ready(&[Need::Nginx, Need::Netns]) {
-        return;
-    }
+pub(crate) async fn with_10_percent_of_packets_lost_no_post_without_a_key_reaches_nginx_twice() {
     let netns = Netns::create();
     let nginx = Nginx::start_in(&netns, "location / { return 200 \"ok\"; }").await;
     // After nginx is up: its readiness check needs no luck.

@@ -9,14 +9,10 @@ use stagger::{RetryPolicy, StopReason};
 
 use super::client::{Adapter, causes};
 use super::nginx::{self, Nginx};
-use super::skip::{Need, ready};
 use super::upstream::cut_short;
 
-#[tokio::test]
-async fn a_connection_closed_before_the_response_head_is_retried_for_a_get_and_not_for_a_post() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) async fn a_connection_closed_before_the_response_head_is_retried_for_a_get_and_not_for_a_post()
+ {
     let nginx = Nginx::start("location / { return 444; }").await;
     let calls = Adapter::BOTH.map(|adapter| {
         let url = nginx.url("/orders");
@@ -87,11 +83,8 @@ fn kind(error: &reqwest::Error) -> String {
     )
 }
 
-#[tokio::test]
-async fn a_connection_cut_mid_body_hands_back_the_200_after_one_attempt_and_its_body_read_fails() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) async fn a_connection_cut_mid_body_hands_back_the_200_after_one_attempt_and_its_body_read_fails()
+ {
     const PROMISED: usize = 100_000;
     let upstream = cut_short(PROMISED, 30_000).await;
     let nginx = Nginx::start(&format!(

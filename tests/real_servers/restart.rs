@@ -12,7 +12,6 @@ use stagger::{Backoff, RetryPolicy, StopReason};
 
 use super::client::{Adapter, Call};
 use super::nginx::{self, Nginx};
-use super::skip::{Need, ready};
 use super::upstream::{Backend, handler};
 use super::{ms, quantile};
 
@@ -75,11 +74,8 @@ async fn gets_across_a_restart(adapter: Adapter) -> (Vec<(Duration, Call)>, usiz
     (calls, bad_gateways)
 }
 
-#[tokio::test]
-async fn gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_the_defaults() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) async fn gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_the_defaults()
+ {
     let (middleware, layer) = tokio::join!(
         gets_across_a_restart(Adapter::Middleware),
         gets_across_a_restart(Adapter::Layer)
@@ -121,11 +117,7 @@ async fn gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_t
     }
 }
 
-#[tokio::test]
-async fn a_post_answered_502_by_nginx_is_retried_only_with_an_idempotency_key() {
-    if !ready(&[Need::Nginx]) {
-        return;
-    }
+pub(crate) async fn a_post_answered_502_by_nginx_is_retried_only_with_an_idempotency_key() {
     let (mut backend, nginx) = ok_backend_behind_nginx().await;
     // Nothing listens on the backend's port any more: nginx answers every request 502.
     backend.stop().await;

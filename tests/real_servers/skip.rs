@@ -1,6 +1,7 @@
-//! What a scenario needs from the machine, and what it does when the machine lacks it: on a developer's
-//! laptop it prints `SKIP <test>: <why>` and returns; in CI (`CI=true`) a missing tool or permission
-//! fails the test, since a suite that skips everything there would pass while testing nothing.
+//! What a scenario needs from the machine, and what the machine lacks of it: the harness reports a test
+//! that lacks something as ignored, naming it, on a developer's laptop; in CI (`CI=true`) a missing tool
+//! or permission fails the test, since a suite that skips everything there would pass while testing
+//! nothing.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -15,31 +16,16 @@ pub enum Need {
     Netns,
 }
 
-/// Whether the running test may go ahead. When a need is missing, prints `SKIP` and returns `false`,
-/// or panics under `CI=true`.
-#[must_use]
-pub fn ready(needs: &[Need]) -> bool {
-    let missing: Vec<String> = needs.iter().filter_map(|&need| missing(need)).collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("a real-server test")
-        .to_owned();
-    let why = missing.join("; ");
-    if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!(
-            "{test}: {why}. CI=true, so the real-server suite must run: .ci/run installs \
-             nginx-light, iptables and iproute2, and the suite needs root"
-        );
-    }
-    eprintln!("SKIP {test}: {why}");
-    false
+/// What the machine lacks of `needs`, said for a person (`no nginx on PATH (apt-get install
+/// nginx-light)`), or `None` when it has it all. The harness (`tests/common/harness.rs`) reports a test
+/// that lacks something as ignored, with this reason, or, under `CI=true`, fails it.
+pub fn missing(needs: &[Need]) -> Option<String> {
+    let missing: Vec<String> = needs.iter().filter_map(|&need| lacks(need)).collect();
+    (!missing.is_empty()).then(|| missing.join("; "))
 }
 
 /// Why `need` is not met, or `None`. Each check runs once per test binary.
-fn missing(need: Need) -> Option<String> {
+fn lacks(need: Need) -> Option<String> {
     static NGINX: OnceLock<Option<String>> = OnceLock::new();
     static NETNS: OnceLock<Option<String>> = OnceLock::new();
     match need {

@@ -12,7 +12,6 @@ use stagger::{RetryPolicy, StopReason};
 use super::client::{Adapter, Call};
 use super::ms;
 use super::netns::Netns;
-use super::skip::{Need, ready};
 
 const PORT: u16 = 8080;
 const ATTEMPT_TIMEOUT: Duration = ms(300);
@@ -86,12 +85,8 @@ async fn get_and_post(
     calls
 }
 
-#[tokio::test]
-async fn behind_dropped_syns_an_attempt_timeout_ends_a_get_as_a_timeout_and_a_post_after_one_attempt()
+pub(crate) async fn behind_dropped_syns_an_attempt_timeout_ends_a_get_as_a_timeout_and_a_post_after_one_attempt()
  {
-    if !ready(&[Need::Netns]) {
-        return;
-    }
     let netns = blackhole();
     // reqwest's default: no connect timeout.
     for (adapter, get, post) in get_and_post(&netns, reqwest::Client::builder).await {
@@ -121,11 +116,8 @@ async fn behind_dropped_syns_an_attempt_timeout_ends_a_get_as_a_timeout_and_a_po
     }
 }
 
-#[tokio::test]
-async fn behind_dropped_syns_reqwest_s_connect_timeout_is_a_connect_error_retried_for_a_post() {
-    if !ready(&[Need::Netns]) {
-        return;
-    }
+pub(crate) async fn behind_dropped_syns_reqwest_s_connect_timeout_is_a_connect_error_retried_for_a_post()
+ {
     let netns = blackhole();
     let with_connect_timeout = || reqwest::Client::builder().connect_timeout(ms(200));
     for (adapter, get, post) in get_and_post(&netns, with_connect_timeout).await {

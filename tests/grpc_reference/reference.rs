@@ -1,7 +1,7 @@
 //! gRPC's C-core as a reference, through Python's grpcio: `server.py` as a child of the test (a free
 //! port, its log read back to assert what the server saw), and `client.py`, C-core's own client with
-//! its own retries (A6) turned on, run once per call. Without python3 or grpcio a test prints
-//! `SKIP <test>: <why>` and returns, unless `CI=true`, where it fails.
+//! its own retries (A6) turned on, run once per call. Without python3 or grpcio, the harness reports a
+//! test ignored, naming what is missing, unless `CI=true`, where it fails.
 
 #![allow(dead_code)] // each test binary that includes this uses part of it
 
@@ -35,12 +35,9 @@ pub struct Reference {
 }
 
 impl Reference {
-    /// The reference server, started; `None` after printing `SKIP <test>: <why>` when python3 or
-    /// grpcio is missing (a panic instead under `CI=true`).
-    pub async fn start() -> Option<Reference> {
-        if !ready() {
-            return None;
-        }
+    /// The reference server, started. The harness runs a test only when python3 with grpcio is
+    /// there ([`missing`]).
+    pub async fn start() -> Reference {
         let dir = fresh_dir();
         let log = dir.join("server.log");
         let stderr = dir.join("server.stderr");
@@ -98,7 +95,7 @@ impl Reference {
             );
         };
         reference.addr.set_port(port);
-        Some(reference)
+        reference
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -329,44 +326,41 @@ fn python() -> String {
     std::env::var("STAGGER_PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-/// Whether the running test may go ahead: python with grpcio. When either is missing, prints `SKIP`
-/// and returns `false`, or panics under `CI=true`.
-fn ready() -> bool {
+/// What the reference needs of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// python3 (or `$STAGGER_PYTHON`) with grpcio.
+    Grpcio,
+}
+
+/// What the machine lacks of `needs`, or `None`: the harness (`tests/common/harness.rs`) reports a test
+/// that lacks it as ignored, naming it, or, under `CI=true`, fails it.
+pub fn missing(needs: &[Need]) -> Option<String> {
     static MISSING: OnceLock<Option<String>> = OnceLock::new();
-    let missing = MISSING.get_or_init(|| {
-        let python = python();
-        let probe = Command::new(&python)
-            .args(["-c", "import grpc; print(grpc.__version__)"])
-            .stdin(Stdio::null())
-            .output();
-        match probe {
-            Ok(output) if output.status.success() => None,
-            Ok(output) => Some(format!(
-                "{python} has no grpcio (pip install -r tests/grpc_reference/requirements.txt): \
-                 `import grpc` failed ({}) {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )),
-            Err(e) => Some(format!(
-                "no {python} ({e}); set STAGGER_PYTHON to another interpreter"
-            )),
-        }
-    });
-    let Some(why) = missing else {
-        return true;
-    };
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("a gRPC reference test")
-        .to_owned();
-    if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!(
-            "{test}: {why}. CI=true, so the gRPC reference suite must run: .ci/run installs grpcio \
-             from tests/grpc_reference/requirements.txt"
-        );
+    if needs.is_empty() {
+        return None;
     }
-    eprintln!("SKIP {test}: {why}");
-    false
+    MISSING
+        .get_or_init(|| {
+            let python = python();
+            let probe = Command::new(&python)
+                .args(["-c", "import grpc; print(grpc.__version__)"])
+                .stdin(Stdio::null())
+                .output();
+            match probe {
+                Ok(output) if output.status.success() => None,
+                Ok(output) => Some(format!(
+                    "{python} has no grpcio (pip install -r tests/grpc_reference/requirements.txt): \
+                     `import grpc` failed ({}) {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                )),
+                Err(e) => Some(format!(
+                    "no {python} ({e}); set STAGGER_PYTHON to another interpreter"
+                )),
+            }
+        })
+        .clone()
 }
 
 /// A fresh directory for one server. The first one of a run deletes the directories that runs that
