@@ -158,6 +158,7 @@ mod drive;
 mod engine;
 mod error;
 mod fleet;
+mod judge;
 mod observe;
 mod replay;
 mod retry;
@@ -212,9 +213,9 @@ pub mod adapter {
     pub use crate::attempt::{Attempt, Decision};
     pub use crate::classify::as_error::AsError;
     pub use crate::engine::state::RetryState;
+    pub use crate::judge::HttpResponse;
     #[cfg(feature = "tonic")]
     pub use crate::replay::GrpcReplay;
-    pub use crate::replay::judge::HttpResponse;
     pub use crate::replay::{HttpReplay, Judge, NextAttempt, Recorded, Replay, ReplayFn, Sent};
 }
 

@@ -3,15 +3,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderValue, Method, Uri};
 
 use crate::attempt::{Attempt, RetryInfo};
-use crate::classify::{AsError, GrpcCode};
+use crate::classify::AsError;
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
+use crate::judge::{judge, record, status_response};
 use crate::replay::body::{ReplayBody, declared_length};
 use crate::replay::http_replay::{http_view, keep_head, with_body};
-use crate::replay::judge::{judge, record};
 use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
 use crate::signals::grpc::{encode_timeout, parse_timeout};
 
@@ -189,38 +189,6 @@ where
     /// server or proxy answers, which tonic gives the caller as a `Status` of that code, whose
     /// message is the error's (`deadline of 500ms passed after 2 attempts`).
     fn response_for(&self, error: &Error<E>) -> Option<http::Response<B>> {
-        let code = if error.elapsed().is_some() {
-            GrpcCode::DeadlineExceeded
-        } else if error.rejected().is_some() {
-            GrpcCode::Unavailable
-        } else {
-            return None;
-        };
-        let mut response = http::Response::new(B::default());
-        *response.status_mut() = StatusCode::OK;
-        let headers = response.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        headers.insert("grpc-status", HeaderValue::from(u16::from(code.code())));
-        if let Ok(message) = HeaderValue::from_str(&percent_encode(&error.to_string())) {
-            headers.insert("grpc-message", message);
-        }
-        Some(response)
+        status_response(error)
     }
-}
-
-/// `message` as `grpc-message` carries it: percent-encoded but for printable ASCII other than `%`
-/// (PROTOCOL-HTTP2).
-fn percent_encode(message: &str) -> String {
-    let mut encoded = String::with_capacity(message.len());
-    for byte in message.bytes() {
-        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
 }

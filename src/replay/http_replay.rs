@@ -9,10 +9,10 @@ use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::grpc::is_grpc;
 use crate::classify::{AsError, IDEMPOTENCY_KEY, RequestView};
 use crate::engine::policy::RetryPolicy;
+use crate::judge::{HttpResponse, judge, record};
 #[cfg(feature = "reqwest")]
 use crate::replay::body::{Recorder, Recording, Unread};
 use crate::replay::body::{ReplayBody, declared_length};
-use crate::replay::judge::{HttpResponse, judge, record};
 use crate::replay::{Judge, Recorded, Replay, Sent};
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature

@@ -8,7 +8,6 @@ pub(crate) mod body;
 #[cfg(feature = "tonic")]
 mod grpc;
 pub(crate) mod http_replay;
-pub(crate) mod judge;
 mod replay_fn;
 
 #[cfg(feature = "tonic")]

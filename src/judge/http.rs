@@ -1,0 +1,72 @@
+//! What an HTTP answer says besides its outcome.
+
+use std::time::SystemTime;
+
+use ::http::StatusCode;
+
+use crate::attempt::{Attempt, Signal};
+use crate::classify::AttemptResult;
+use crate::engine::policy::RetryPolicy;
+use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
+
+/// What an HTTP answer says besides its outcome: a server's delay, throttling, and what it tells the
+/// host's cooldown.
+pub(super) fn http_signals(
+    policy: &RetryPolicy,
+    seen: &AttemptResult<'_>,
+    attempt: Attempt,
+) -> Attempt {
+    let retryable = attempt.outcome().is_retryable();
+    let cooldown = policy.host_cooldown();
+    // A success or a fatal answer reads no header, unless the policy keeps the pauses hosts ask for.
+    if !retryable && !cooldown {
+        return attempt;
+    }
+    let AttemptResult::Response {
+        status, headers, ..
+    } = *seen
+    else {
+        return attempt;
+    };
+    // A server's delay means something on a 429 (RFC 6585), a 503 and a 413 (RFC 9110 §10.2.3,
+    // §15.5.14), and on a 403 that says a rate limit is spent; on a 502 or a 500 it is read as
+    // nothing, and the backoff decides.
+    let rate_limit =
+        status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN && retryable;
+    let refusal = rate_limit || status == StatusCode::SERVICE_UNAVAILABLE;
+    let delay = if refusal || status == StatusCode::PAYLOAD_TOO_LARGE && retryable {
+        server_delay(headers, SystemTime::now())
+    } else {
+        None
+    };
+    let throttled =
+        rate_limit || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
+    let signal = if !cooldown {
+        Signal::Nothing
+    } else if rate_limit || refusal && delay.is_some() {
+        // A refusal: a 429 (or a rate-limited 403) whatever it says, a 503 that asks for a delay.
+        Signal::Refused {
+            asked: delay.unwrap_or_default(),
+            pace: quota_pace(headers),
+        }
+    } else if refusal {
+        // A 503 with nothing to say of a rate: a failure, which tells the pacer nothing.
+        Signal::Nothing
+    } else {
+        // Any other answer was admitted; it can still say the next one would not be.
+        match quota_exhausted(headers, &SystemTime::now) {
+            Some(spent) => Signal::Accepted {
+                spent: Some(spent),
+                pace: quota_pace(headers),
+            },
+            None => Signal::Accepted {
+                spent: None,
+                pace: None,
+            },
+        }
+    };
+    attempt
+        .retry_after(delay.filter(|_| retryable))
+        .throttled(retryable && throttled)
+        .signal(signal)
+}
