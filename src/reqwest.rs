@@ -13,9 +13,9 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::attempt::RetryInfo;
 use crate::classify::{AsError, RequestView};
-use crate::drive::call::Call;
-use crate::drive::hedge::{Hedge, HedgeContext};
-use crate::drive::held::{Held, HeldRacers, decide};
+use crate::drive::call::{Call, Start};
+use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
+use crate::drive::held::Held;
 use crate::engine::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Judge, Replay};
 
@@ -221,24 +221,20 @@ impl RetryMiddleware {
         // retry's trip through the rest of the chain is built before the pause and first polled after
         // it, so that the request waits in that future rather than in this one: reqwest-middleware's
         // chain does nothing until polled.
+        // The corridor of `drive`. The request itself goes first; the held copy stays for the
+        // retries (see `Held`), each made when it is due (`Call::begin_retry`) and sent at once.
         let result = 'call: {
             // With `host_cooldown`, a host that asked for a pause holds the first attempt too. The
             // verdict is taken apart before the pause, so that it takes no room in the future.
-            let cooling = match call.before_first(|| Some(RequestView::from_reqwest(&request))) {
-                Ok(cooling) => cooling,
-                Err(result) => break 'call result,
+            let paused = match call.start(|| Some(RequestView::from_reqwest(&request))) {
+                Start::Now => false,
+                Start::AfterPause => true,
+                Start::End(result) => break 'call result,
             };
-            if cooling {
-                let resumed = poll_fn(|cx| {
-                    let view = Some(RequestView::from_reqwest(&request));
-                    call.poll_resume(view.as_ref(), cx)
-                })
-                .await;
-                if let Err(result) = resumed {
-                    break 'call result;
-                }
-                let view = Some(RequestView::from_reqwest(&request));
-                if let Err(result) = call.begin_retry(view.as_ref()) {
+            if paused {
+                let view = || Some(RequestView::from_reqwest(&request));
+                let resumed = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await;
+                if let Err(result) = resumed.and_then(|()| call.begin(view().as_ref())) {
                     break 'call result;
                 }
             }
@@ -248,51 +244,36 @@ impl RetryMiddleware {
                 Hedge::new(call.retry().policy(), || (extensions.clone(), next.clone()));
             let mut sending = next.clone().run(request, extensions);
             loop {
-                // A temporary, not a local: it is gone before the pause.
-                sending = match decide(
-                    poll_fn(|cx| {
-                        let mut racers = HeldRacers {
-                            held: &mut held,
-                            replay: &HttpReplay,
-                            // The rest of the chain takes any request at any time.
-                            ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
-                                Poll::Ready(true)
-                            },
-                            send: |request, (extensions, next): &mut (Extensions, Next<'n>)| {
-                                let mut extensions = extensions.clone();
-                                let next = next.clone();
-                                let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
-                                    Box::pin(
-                                        async move { next.run(request, &mut extensions).await },
-                                    );
-                                Some(hedged)
-                            },
-                        };
-                        hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
-                    })
-                    .await,
-                    &mut call,
-                    &HttpReplay,
-                    &mut held,
-                    |held, again| held.next(again, &HttpReplay),
-                ) {
-                    ControlFlow::Continue(retry) => {
-                        drop(sending);
-                        next.clone().run(retry, extensions)
-                    }
-                    ControlFlow::Break(result) => break result,
-                };
+                let answered = poll_fn(|cx| {
+                    let mut racers = HeldRacers {
+                        held: &mut held,
+                        replay: &HttpReplay,
+                        // The rest of the chain takes any request at any time.
+                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| Poll::Ready(true),
+                        send: |request, (extensions, next): &mut (Extensions, Next<'n>)| {
+                            let mut extensions = extensions.clone();
+                            let next = next.clone();
+                            let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
+                                Box::pin(async move { next.run(request, &mut extensions).await });
+                            Some(hedged)
+                        },
+                    };
+                    hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
+                })
+                .await;
+                if let ControlFlow::Break(result) = call.decide(answered, &HttpReplay, &held) {
+                    break result;
+                }
+                // The attempt is over: its connection goes back to the pool before the pause.
+                drop(sending);
                 let resumed = poll_fn(|cx| {
                     let view = HttpReplay.view(held.sent());
                     call.poll_resume(view.as_ref(), cx)
                 })
                 .await;
-                if let Err(result) = resumed {
-                    break result;
-                }
-                let view = HttpReplay.view(held.sent());
-                if let Err(result) = call.begin_retry(view.as_ref()) {
-                    break result;
+                match resumed.and_then(|()| call.begin_retry(&HttpReplay, &mut held)) {
+                    Ok(retry) => sending = next.clone().run(retry, extensions),
+                    Err(result) => break result,
                 }
             }
         };

@@ -7,7 +7,7 @@ use std::pin::pin;
 
 use crate::attempt::Attempt;
 use crate::classify::Outcome;
-use crate::drive::call::{Attempted, Call};
+use crate::drive::call::{Attempted, Call, Start};
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
@@ -63,9 +63,10 @@ where
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
 {
+    // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
+    // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
     let mut call = Call::new(policy.start_unclocked());
-    // No host, so no pause to wait for; adaptive throttling may still reject the operation.
-    if let Err(result) = call.before_first(|| None) {
+    if let Start::End(result) = call.start(|| None) {
         return result;
     }
     loop {
@@ -77,12 +78,12 @@ where
                 Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(true),
             };
             // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) = call.decide(judged, answered, &mut ()) {
+            if let ControlFlow::Break(result) = call.decide_attempt(judged, answered, None, true) {
                 return result;
             }
         }
         poll_fn(|cx| call.poll_pause(cx)).await;
-        if let Err(result) = call.begin_retry(None) {
+        if let Err(result) = call.begin(None) {
             return result;
         }
     }

@@ -1,9 +1,10 @@
-//! One call as every adapter drives it: each attempt against its time limit, the step after it, the
-//! wait before a retry, and the answer the call ends with.
+//! One call as every adapter drives it, step by step (the corridor of [`drive`](super)): before the
+//! first attempt, each attempt under its time limit, the decision after it, the pause before a retry,
+//! and the retry begun; and the answer the call ends with.
 //!
 //! The decisions are the state machine's ([`RetryState`]); this is the bookkeeping around them that
 //! would otherwise be written once per adapter: which timer is running, the last response kept for a
-//! deadline, and turning a stop into the call's result.
+//! deadline, what is held of the request, and turning a stop into the call's result.
 
 use std::future::Future;
 use std::ops::ControlFlow;
@@ -13,9 +14,15 @@ use std::time::Duration;
 
 use crate::attempt::{Attempt, Decision, StopReason};
 use crate::classify::RequestView;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after, poll_zero_delay};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::engine::policy::RetryPolicy;
 use crate::engine::state::{Limit, RetryState};
 use crate::error::{Elapsed, Error};
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::replay::{Judge, Replay, Sent};
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -63,38 +70,15 @@ enum DeadlineTimer {
     Set,
 }
 
-/// Where [`Call::decide`] finds the request of the attempt just judged (for the events it logs) and
-/// the request for the retry.
-pub(crate) trait Source<N> {
-    /// The attempt's request as an HTTP request, if it is one.
-    fn view(&self) -> Option<RequestView<'_>>;
-    /// Whether [`next`](Self::next) can make a retry: asked before the retry is decided.
-    fn replayable(&self) -> bool;
-    /// The request for the retry; `again` says whether another retry may follow it.
-    fn next(&mut self, again: bool) -> Option<N>;
-
-    /// Whether a response retried is kept, for a deadline that passes later to hand back
-    /// ([`Judge::KEEPS_LAST_RESPONSE`]).
-    ///
-    /// [`Judge::KEEPS_LAST_RESPONSE`]: crate::adapter::Judge::KEEPS_LAST_RESPONSE
-    fn keeps_last_response(&self) -> bool {
-        true
-    }
-}
-
-/// `stagger::retry`'s operation: no request to log, and a retry is always possible.
-impl Source<()> for () {
-    fn view(&self) -> Option<RequestView<'_>> {
-        None
-    }
-
-    fn replayable(&self) -> bool {
-        true
-    }
-
-    fn next(&mut self, _again: bool) -> Option<()> {
-        Some(())
-    }
+/// How a call begins, as [`Call::start`] says before its first attempt.
+pub(crate) enum Start<Res, E> {
+    /// Send the first attempt now.
+    Now,
+    /// Its host asked for a pause: wait it out ([`Call::poll_resume`]), then [`Call::begin`] the
+    /// attempt.
+    AfterPause,
+    /// The call ends before anything is sent, with this.
+    End(Final<Res, E>),
 }
 
 /// One call's retries as an adapter drives them.
@@ -128,28 +112,29 @@ impl<Res> Call<Res> {
         &self.retry
     }
 
-    /// Before the first attempt: `Ok(true)` when the request must first wait out its host's pause
-    /// (with [`poll_pause`](Self::poll_pause), then [`begin_retry`](Self::begin_retry)), `Ok(false)`
-    /// to send it at once, or `Err(final)` when the pause outlasts the policy's limits and the request
-    /// is not sent. `view` is asked for only while some host is cooling down.
+    /// Step 1, before the first attempt: send it [`Now`](Start::Now), wait out its host's pause
+    /// first ([`AfterPause`](Start::AfterPause)), or [`End`](Start::End) the call unsent: the pause
+    /// outlasts the policy's limits, adaptive throttling rejected it, or the caller's deadline has
+    /// passed. `view` is asked for only when the answer depends on the request's host, or to log an
+    /// end.
     #[inline]
-    pub(crate) fn before_first<'v, E>(
+    pub(crate) fn start<'v, E>(
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
-    ) -> Result<bool, Final<Res, E>> {
+    ) -> Start<Res, E> {
         // A caller's deadline that has already passed (a gRPC call's `grpc-timeout`): nothing is
         // sent with no time to run.
         if self.retry.out_of_time() {
             self.retry.expired_before_sending(view().as_ref());
-            return Err(self.at_deadline());
+            return Start::End(self.at_deadline());
         }
         match self.retry.before_first(view) {
-            Ok(None) => Ok(false),
+            Ok(None) => Start::Now,
             Ok(Some(wait)) => {
                 self.pause_for(wait);
-                Ok(true)
+                Start::AfterPause
             }
-            Err(rejected) => Err(Err(Error::from_rejected(rejected))),
+            Err(rejected) => Start::End(Err(Error::from_rejected(rejected))),
         }
     }
 
@@ -247,62 +232,75 @@ impl<Res> Call<Res> {
         &mut self.retry
     }
 
-    /// The step after an attempt of a request whose copy is held: `Continue(request)`, the next attempt's
-    /// request from `source`, after the pause that [`poll_pause`](Self::poll_pause) waits out, or
-    /// `Break(final)`, the call's result with [`RetryInfo`] recorded in it. The `source`
-    /// gives the attempt's request, for the events logged, and the next one, told whether a retry may
-    /// follow it.
+    /// Step 3, after an attempt of a request, of which `held` is what the adapter holds: judges how the
+    /// attempt ended with `replay`, and decides. `Continue` to retry, after the pause that
+    /// [`poll_resume`](Self::poll_resume) waits out, then [`begin_retry`](Self::begin_retry); or
+    /// `Break(final)`, the call's result.
     ///
-    /// The state machine is told whether the source can make a retry before it decides, so that a retry
-    /// it cannot send (a streamed body that did not fit the replay buffer) is never decided, slept,
-    /// logged or counted. A failed result is dropped before the pause (so that its connection goes back
-    /// to the pool, or is closed, now rather than after it), unless it is a response kept for the
-    /// deadline. If `next` still cannot copy the request (a [`Replay`] that broke its contract), the
-    /// result is returned as it is, stopped as not replayable.
-    ///
-    /// [`Replay`]: crate::adapter::Replay
+    /// The state machine is told whether a retry can be made of what is held before it decides, so
+    /// that a retry that cannot be sent (a streamed body that did not fit the replay buffer) is never
+    /// decided, slept, logged or counted. After the last attempt a request can have (sent without a
+    /// copy) the call ends whatever the attempt's outcome.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    pub(crate) fn decide<E, N>(
+    pub(crate) fn decide<Req, E, R>(
+        &mut self,
+        answered: Attempted<Result<Res, E>>,
+        replay: &R,
+        held: &Held<Req, R::Kept>,
+    ) -> ControlFlow<Final<Res, E>>
+    where
+        R: Judge<Req, Res, E>,
+    {
+        let policy = self.retry.policy();
+        let attempt = judge_attempt(replay, policy, held.sent(), &answered);
+        let view = replay.view(held.sent());
+        if matches!(held, Held::Kept(_)) {
+            return ControlFlow::Break(self.decide_last(attempt, answered, view.as_ref()));
+        }
+        let attempt = attempt.replayable(held.replayable());
+        self.decide_attempt(attempt, answered, view.as_ref(), R::KEEPS_LAST_RESPONSE)
+    }
+
+    /// Step 3 for an attempt judged already (`stagger::retry`'s operation, which has no request to
+    /// hold: `view` is `None`), or by [`decide`](Self::decide): `Continue` to retry after the pause,
+    /// `Break(final)` to end. A failed result is dropped before the pause (so that its connection goes
+    /// back to the pool, or is closed, now rather than after it), unless it is a response kept for
+    /// the deadline (`keep_last`).
+    #[inline]
+    pub(crate) fn decide_attempt<E>(
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
-        source: &mut impl Source<N>,
-    ) -> ControlFlow<Final<Res, E>, N> {
+        view: Option<&RequestView<'_>>,
+        keep_last: bool,
+    ) -> ControlFlow<Final<Res, E>> {
         let result = match answered {
             Attempted::Answered(result) => Some(result),
             Attempted::TimedOut => None,
             Attempted::Deadline => {
-                self.retry.cut_by_deadline(source.view().as_ref());
+                self.retry.cut_by_deadline(view);
                 return ControlFlow::Break(self.at_deadline());
             }
         };
-        let replayable = source.replayable();
-        let decision = self
-            .retry
-            .decide(attempt.replayable(replayable), source.view().as_ref());
-        let delay = match decision {
+        let delay = match self.retry.decide(attempt, view) {
             Decision::Retry(delay) => delay,
             Decision::Stop(_) => return ControlFlow::Break(self.end(result)),
         };
-        let Some(next) = source.next(self.retry.may_retry()) else {
-            self.retry
-                .abandon(StopReason::NotReplayable, source.view().as_ref());
-            return ControlFlow::Break(self.end(result));
-        };
         if let Some(Ok(response)) = result
+            && keep_last
             && self.retry.max_elapsed().is_some()
-            && source.keeps_last_response()
         {
             self.last = Some(Box::new(response));
         }
         self.pause_for(delay);
-        ControlFlow::Continue(next)
+        ControlFlow::Continue(())
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The step after the last attempt a request can have (it was sent without a copy): always the end.
     #[inline]
-    pub(crate) fn decide_last<E>(
+    fn decide_last<E>(
         &mut self,
         attempt: Attempt,
         answered: Attempted<Result<Res, E>>,
@@ -359,16 +357,36 @@ impl<Res> Call<Res> {
         }
     }
 
-    /// Right before a retry is sent: `Err(final)` if the deadline has passed meanwhile, in which case
-    /// the retry is not sent.
-    pub(crate) fn begin_retry<E>(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<(), Final<Res, E>> {
+    /// Step 6, right before an attempt after a pause is sent (the first, after its host's pause, or
+    /// `stagger::retry`'s retry, which has no request): `Err(final)` if the deadline has passed
+    /// meanwhile, in which case it is not sent; commits the retry's budget withdrawal otherwise.
+    pub(crate) fn begin<E>(&mut self, view: Option<&RequestView<'_>>) -> Result<(), Final<Res, E>> {
         self.phase = Phase::Idle;
-        match self.retry.begin_retry(request) {
+        match self.retry.begin_retry(view) {
             Ok(()) => Ok(()),
             Err(_) => Err(self.at_deadline()),
+        }
+    }
+
+    /// Step 6 for a retry of a request whose copy is `held`: [`begin`](Self::begin), then the retry's
+    /// request, a copy of the held one while another retry may follow it, the held one itself
+    /// otherwise. The one place where a retry's request is made. A copy refused (a [`Replay`] that
+    /// broke its contract) ends the call with the last response received, or an error that says so.
+    ///
+    /// [`Replay`]: crate::adapter::Replay
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn begin_retry<Req, E, R>(
+        &mut self,
+        replay: &R,
+        held: &mut Held<Req, R::Kept>,
+    ) -> Result<Req, Final<Res, E>>
+    where
+        R: Replay<Req>,
+    {
+        self.begin(replay.view(held.sent()).as_ref())?;
+        match held.next(self.retry.may_retry(), replay) {
+            Some(request) => Ok(request),
+            None => Err(self.unsent(replay.view(held.sent()).as_ref())),
         }
     }
 
@@ -382,12 +400,12 @@ impl<Res> Call<Res> {
         self.at_deadline()
     }
 
-    #[cfg(feature = "tower")]
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The retry was due, but the held request refused to be copied for it (a [`Replay`] that broke its
     /// contract): the call ends with the last response received, or an error that says so.
     ///
     /// [`Replay`]: crate::adapter::Replay
-    pub(crate) fn unsent<E>(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
+    fn unsent<E>(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
         match self.last.take() {
@@ -444,5 +462,28 @@ impl<Res> Call<Res> {
                 Err(Error::from_elapsed(Elapsed::attempt(timeout, info)))
             }
         }
+    }
+}
+
+/// Judges how an attempt ended: its result with `replay`, and a timeout as a timeout of this request
+/// (retried if it is idempotent).
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+#[inline]
+fn judge_attempt<Req, Res, E, R>(
+    replay: &R,
+    policy: &RetryPolicy,
+    sent: Sent<'_, Req, R::Kept>,
+    answered: &Attempted<Result<Res, E>>,
+) -> Attempt
+where
+    R: Judge<Req, Res, E>,
+{
+    match answered {
+        Attempted::Answered(result) => replay.judge(policy, sent, result),
+        Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(
+            replay
+                .view(sent)
+                .is_none_or(|view| policy.is_idempotent(&view)),
+        ),
     }
 }

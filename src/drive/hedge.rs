@@ -16,8 +16,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::drive::call::{Attempted, Call};
+use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
 use crate::engine::policy::RetryPolicy;
+use crate::replay::{Judge, NextAttempt};
 
 /// The hedge of the attempt in flight; nothing allocated for a policy without `hedge_after`. `C` is
 /// what an adapter needs to send a hedge beside the attempt in flight (the middleware: a copy of the
@@ -216,5 +218,71 @@ impl<F: ?Sized, C: HedgeContext> Race<F, C> {
         self.runners = Runners::First;
         self.step = Step::Unarmed;
         self.context.release();
+    }
+}
+
+/// The race's needs met from the held request: judging with `replay`, the hedge copied from what is
+/// held and handed to `send` (the adapter's way of sending it) once `ready` (the adapter's way of
+/// getting ready to send it, which may keep what it readies in the race's context) says it can go:
+/// `Pending` not yet, `Ready(false)` never.
+pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
+    pub(crate) held: &'h mut Held<Req, K>,
+    pub(crate) replay: &'h R,
+    pub(crate) ready: Rd,
+    pub(crate) send: S,
+}
+
+impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
+where
+    R: Judge<Req, Res, E>,
+    F: Future<Output = Result<Res, E>> + ?Sized,
+    Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
+    S: FnMut(Req, &mut C) -> Option<Pin<Box<F>>>,
+{
+    fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
+        let attempt = self
+            .replay
+            .judge(call.retry().policy(), self.held.sent(), output);
+        if !attempt.outcome().is_retryable() {
+            return false;
+        }
+        let view = self.replay.view(self.held.sent());
+        call.retry_mut().set_aside(attempt, view.as_ref());
+        true
+    }
+
+    fn lost(&mut self, call: &mut Call<Res>) {
+        let view = self.replay.view(self.held.sent());
+        call.retry_mut().count_lost(view.as_ref());
+    }
+
+    fn start(
+        &mut self,
+        call: &mut Call<Res>,
+        cx: &mut Context<'_>,
+        context: &mut C,
+    ) -> Poll<Option<Pin<Box<F>>>> {
+        if matches!(self.held, Held::Kept(_)) {
+            return Poll::Ready(None);
+        }
+        // What the state can tell without counting or paying for anything, so that the adapter
+        // readies nothing for a hedge that would not go; then the adapter's leave, so that a hedge it
+        // cannot send yet is neither counted nor paid for; then a copy (a recording that has not
+        // ended gives none), and the state's leave: a hedge allowed is counted and paid for, and
+        // sent at once.
+        let view = self.replay.view(self.held.sent());
+        if !call.retry().may_hedge(view.as_ref()) || !std::task::ready!((self.ready)(cx, context)) {
+            return Poll::Ready(None);
+        }
+        let Some(mut request) = self.held.next(true, self.replay) else {
+            return Poll::Ready(None);
+        };
+        let view = self.replay.view(self.held.sent());
+        if !call.retry_mut().begin_hedge(view.as_ref()) {
+            return Poll::Ready(None);
+        }
+        self.replay
+            .before_send(&mut request, NextAttempt::hedge(call.retry()));
+        Poll::Ready((self.send)(request, context))
     }
 }

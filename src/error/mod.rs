@@ -285,19 +285,6 @@ impl<E> Error<E> {
     }
 }
 
-impl Error<std::convert::Infallible> {
-    /// This error of stagger's own, as the error of a call whose inner service fails with `E`.
-    #[cfg(feature = "tower")]
-    pub(crate) fn widen<E>(self) -> Error<E> {
-        match self.repr {
-            Repr::Inner(never, _) => match never {},
-            Repr::Elapsed(elapsed) => Error::from_elapsed(elapsed),
-            Repr::Unsent(info) => Error::unsent(info),
-            Repr::Rejected(rejected) => Error::from_rejected(rejected),
-        }
-    }
-}
-
 /// What a program that returns the error from `main` prints, and `{:?}` shows: what [`Display`]
 /// says, what the retries did, and the inner error's message with its causes, as `anyhow` reports an
 /// error:

@@ -4,7 +4,6 @@
 //! extensions. The future below is the same three-state loop with that gap closed; every decision is
 //! still the core state machine's.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
@@ -14,11 +13,10 @@ use ::tower::Service;
 use pin_project_lite::pin_project;
 
 use crate::classify::RequestView;
-use crate::drive::call::{Call, Final};
-use crate::drive::hedge::{Hedge, HedgeContext};
-use crate::drive::held::{Held, HeldRacers, decide};
+use crate::drive::call::{Call, Final, Start};
+use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
+use crate::drive::held::Held;
 use crate::engine::state::RetryState;
-use crate::error::Error;
 use crate::replay::{Judge, NextAttempt, Sent};
 
 pin_project! {
@@ -51,7 +49,7 @@ pin_project! {
         R: Judge<Req, S::Response, S::Error>,
     {
         #[pin]
-        state: State<S::Future, Req>,
+        state: State<S::Future, Req, S::Response, S::Error>,
         service: S,
         call: Call<S::Response>,
         replay: R,
@@ -61,17 +59,17 @@ pin_project! {
 }
 
 pin_project! {
+    /// Where the call is in the corridor of `drive`.
     #[project = StateProj]
-    enum State<F, Req> {
+    enum State<F, Req, Res, E> {
         // An attempt is in flight, under its time limit.
         Called { #[pin] future: F },
         // The first attempt waits for its host's pause to end, then for the service's readiness.
-        Cooling { request: Option<Req> },
-        // The request is not sent: its host's pause outlasts the policy's limits, or the caller's
-        // deadline has passed.
-        Unsent { error: Option<Error<Infallible>> },
+        Paused { request: Option<Req> },
         // The pause before a retry, then the service's readiness, under the deadline.
         Waiting,
+        // The call ended before anything was sent (`Call::start`), with this.
+        Ended { result: Option<Final<Res, E>> },
         Done,
     }
 }
@@ -99,19 +97,18 @@ where
         }
         let held = Held::prepare(&retry, &replay, &mut request);
         let mut call = Call::new(retry);
-        let state = match call.before_first::<Infallible>(|| replay.view(Sent::Copy(&request))) {
-            Ok(false) => {
+        let state = match call.start(|| replay.view(Sent::Copy(&request))) {
+            Start::Now => {
                 replay.before_send(&mut request, NextAttempt::new(call.retry()));
                 State::Called {
                     future: service.call(request),
                 }
             }
-            Ok(true) => State::Cooling {
+            Start::AfterPause => State::Paused {
                 request: Some(request),
             },
-            // Before the first attempt, a call ends only with an error of stagger's own.
-            Err(result) => State::Unsent {
-                error: result.err(),
+            Start::End(result) => State::Ended {
+                result: Some(result),
             },
         };
         let hedge = Hedge::new(call.retry().policy(), || None);
@@ -155,8 +152,9 @@ where
                         },
                     };
                     let answered = ready!(this.hedge.poll(this.call, future, cx, &mut racers));
-                    // The retry's request is made when it is due, so that the future holds one request.
-                    match decide(answered, this.call, replay, this.held, |_, _| Some(())) {
+                    // The retry's request is made when it is due (`Call::begin_retry`), so that the
+                    // future holds one request.
+                    match this.call.decide(answered, replay, this.held) {
                         ControlFlow::Continue(()) => {
                             this.state.set(State::Waiting);
                             continue;
@@ -164,9 +162,10 @@ where
                         ControlFlow::Break(result) => result,
                     }
                 }
-                StateProj::Cooling { request } => {
+                StateProj::Paused { request } => {
                     let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
-                    let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
+                    let ready = ready!(poll_ready_to_send(this.service, this.call, view.as_ref(), cx))
+                        .and_then(|()| this.call.begin(view.as_ref()));
                     match ready.map(|()| request.take()) {
                         Ok(Some(mut request)) => {
                             replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
@@ -178,25 +177,23 @@ where
                         Err(result) => result,
                     }
                 }
-                StateProj::Unsent { error } => match error.take() {
-                    Some(error) => Err(error.widen()),
-                    None => panic!("`ResponseFuture` polled after it completed"),
-                },
                 StateProj::Waiting => {
                     let view = replay.view(this.held.sent());
-                    let ready = ready!(poll_send(this.service, this.call, view.as_ref(), cx));
-                    let again = this.call.retry().may_retry();
-                    match ready.map(|()| this.held.next(again, replay)) {
-                        Ok(Some(mut request)) => {
+                    let ready = ready!(poll_ready_to_send(this.service, this.call, view.as_ref(), cx));
+                    match ready.and_then(|()| this.call.begin_retry(replay, this.held)) {
+                        Ok(mut request) => {
                             replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
                             let future = this.service.call(request);
                             this.state.set(State::Called { future });
                             continue;
                         }
-                        Ok(None) => this.call.unsent(replay.view(this.held.sent()).as_ref()),
                         Err(result) => result,
                     }
                 }
+                StateProj::Ended { result } => match result.take() {
+                    Some(result) => result,
+                    None => panic!("`ResponseFuture` polled after it completed"),
+                },
                 StateProj::Done => panic!("`ResponseFuture` polled after it completed"),
             };
             this.state.set(State::Done);
@@ -227,11 +224,12 @@ impl<S> HedgeContext for Option<S> {
 type Sendable<S, Req> =
     Result<(), Final<<S as Service<Req>>::Response, <S as Service<Req>>::Error>>;
 
-/// Whether the request may be sent: the pause before it over (the host's pauses included, see
-/// `Call::poll_resume`), the service ready and the deadline not passed. `Err` with the call's result
-/// otherwise: a host's pause past the limits, the service's readiness error, or the deadline passing
-/// while it got ready.
-fn poll_send<S, Req>(
+/// Steps 4 and 5 of the corridor, before an attempt that waits (the first, after its host's pause, or
+/// a retry): the pause over (the host's pauses included, see `Call::poll_resume`), then the service
+/// ready, under the deadline. `Err` with the call's result otherwise: a host's pause past the limits,
+/// the service's readiness error, or the deadline passing while it got ready. The caller then begins
+/// the attempt (`Call::begin`, `Call::begin_retry`).
+fn poll_ready_to_send<S, Req>(
     service: &mut S,
     call: &mut Call<S::Response>,
     view: Option<&RequestView<'_>>,
@@ -244,7 +242,7 @@ where
         return Poll::Ready(Err(result));
     }
     Poll::Ready(match service.poll_ready(cx) {
-        Poll::Ready(Ok(())) => call.begin_retry(view),
+        Poll::Ready(Ok(())) => Ok(()),
         Poll::Ready(Err(error)) => Err(call.not_ready(error, view)),
         Poll::Pending => {
             ready!(call.poll_deadline(cx));
