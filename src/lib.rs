@@ -157,7 +157,7 @@ pub mod classify;
 mod drive;
 mod engine;
 mod error;
-mod fleet;
+mod guards;
 mod judge;
 mod observe;
 mod replay;
@@ -179,12 +179,12 @@ pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 pub use crate::engine::restart_policy::{RestartPolicy, RestartPolicyBuilder};
 pub use crate::error::Rejected;
 pub use crate::error::{ConfigError, Elapsed, Error};
-pub use crate::fleet::budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::guards::budget::{RetryBudget, RetryBudgetBuilder};
 pub use crate::observe::metrics;
 pub use crate::replay::body::ReplayBody;
 pub use crate::retry::retry;
-pub use crate::signals::pushback::server_delay;
 pub use crate::signals::retry_after::parse_retry_after;
+pub use crate::signals::server_delay::server_delay;
 pub use crate::supervise::supervise;
 
 #[cfg(feature = "reqwest-middleware")]

@@ -202,7 +202,7 @@ impl RetryReport {
     }
 }
 
-type Outcome = reqwest_middleware::Result<Response>;
+type MiddlewareResult = reqwest_middleware::Result<Response>;
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl RetryMiddleware {
@@ -212,7 +212,7 @@ impl RetryMiddleware {
         mut request: Request,
         extensions: &mut Extensions,
         next: Next<'n>,
-    ) -> Outcome {
+    ) -> MiddlewareResult {
         // No local but these lives across an await, since each would take room in the future that
         // every request allocates (a moved-from local keeps its room to the end of its scope).
         let mut call = Call::new(self.policy.start_unclocked());
@@ -233,15 +233,19 @@ impl RetryMiddleware {
             };
             if paused {
                 let view = || Some(RequestView::from_reqwest(&request));
-                let resumed = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await;
-                if let Err(result) = resumed.and_then(|()| call.begin(view().as_ref())) {
+                if let Err(result) = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await {
+                    break 'call result;
+                }
+                if let Err(result) = call.begin(view().as_ref()) {
                     break 'call result;
                 }
             }
             // A hedge goes through the rest of the chain with extensions of its own: a copy of the
             // request's, made before the first attempt borrows them.
-            let mut hedge: Hedge<dyn Future<Output = Outcome> + Send + 'n, (Extensions, Next<'n>)> =
-                Hedge::new(call.retry().policy(), || (extensions.clone(), next.clone()));
+            let mut hedge: Hedge<
+                dyn Future<Output = MiddlewareResult> + Send + 'n,
+                (Extensions, Next<'n>),
+            > = Hedge::new(call.retry().policy(), || (extensions.clone(), next.clone()));
             let mut sending = next.clone().run(request, extensions);
             loop {
                 let answered = poll_fn(|cx| {
@@ -249,7 +253,9 @@ impl RetryMiddleware {
                         held: &mut held,
                         replay: &HttpReplay,
                         // The rest of the chain takes any request at any time.
-                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| Poll::Ready(true),
+                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
+                            Poll::Ready(true)
+                        },
                         send: |request, (extensions, next): &mut (Extensions, Next<'n>)| {
                             let mut extensions = extensions.clone();
                             let next = next.clone();
@@ -271,7 +277,10 @@ impl RetryMiddleware {
                     call.poll_resume(view.as_ref(), cx)
                 })
                 .await;
-                match resumed.and_then(|()| call.begin_retry(&HttpReplay, &mut held)) {
+                if let Err(result) = resumed {
+                    break result;
+                }
+                match call.begin_retry(&HttpReplay, &mut held) {
                     Ok(retry) => sending = next.clone().run(retry, extensions),
                     Err(result) => break result,
                 }

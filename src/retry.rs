@@ -7,7 +7,7 @@ use std::pin::pin;
 
 use crate::attempt::Attempt;
 use crate::classify::Outcome;
-use crate::drive::call::{Attempted, Call, Start};
+use crate::drive::call::{AttemptEnd, Call, Start};
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
@@ -74,11 +74,11 @@ where
             let mut attempt = pin!(operation());
             let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx)).await;
             let judged = match &answered {
-                Attempted::Answered(result) => Attempt::new(classify(result)),
-                Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(true),
+                AttemptEnd::Answered(result) => Attempt::new(classify(result)),
+                AttemptEnd::TimedOut | AttemptEnd::Deadline => Attempt::timed_out(true),
             };
             // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) = call.decide_attempt(judged, answered, None, true) {
+            if let ControlFlow::Break(result) = call.decide_judged(judged, answered, None, true) {
                 return result;
             }
         }

@@ -13,7 +13,7 @@ use std::fmt;
 use http::{HeaderMap, StatusCode};
 
 use crate::classify::{Outcome, Reason};
-use crate::signals::grpc::{Pushback, pushback, retry_info};
+use crate::signals::grpc::{GrpcPushback, pushback, retry_info};
 
 /// A gRPC status code (the `grpc-status` of a response), 0 to 16.
 ///
@@ -437,8 +437,8 @@ pub(crate) fn response_status(status: StatusCode, headers: &HeaderMap) -> Option
 /// `grpc-retry-pushback-ms`, or a `google.rpc.RetryInfo` in `grpc-status-details-bin`.
 pub(crate) fn names_a_delay(headers: &HeaderMap) -> bool {
     match pushback(headers) {
-        Some(Pushback::After(_)) => true,
-        Some(Pushback::Stop) => false,
+        Some(GrpcPushback::After(_)) => true,
+        Some(GrpcPushback::Stop) => false,
         None => retry_info(headers).is_some(),
     }
 }

@@ -229,6 +229,7 @@ where
 /// assert_eq!(classify(StatusCode::NOT_FOUND), Outcome::Fatal);
 /// assert_eq!(classify(StatusCode::OK), Outcome::Success);
 /// ```
+// The inherent impl of `DefaultClassifier`: `status` here, `error` in `errors.rs`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultClassifier;
 
@@ -292,7 +293,7 @@ fn grpc_response(
 /// `Retry-After`. The server did not act on the request.
 pub(crate) fn rate_limited(headers: &http::HeaderMap) -> bool {
     headers.contains_key(http::header::RETRY_AFTER)
-        || crate::signals::pushback::says_throttled(headers)
+        || crate::signals::server_delay::says_throttled(headers)
 }
 
 impl DefaultClassifier {

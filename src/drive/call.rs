@@ -12,21 +12,21 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use crate::attempt::{Attempt, Decision, StopReason};
+use crate::attempt::{Attempt, Decision, StopReason, TimeLimit};
 use crate::classify::RequestView;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after, poll_zero_delay};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::engine::policy::RetryPolicy;
-use crate::engine::state::{Limit, RetryState};
+use crate::engine::state::RetryState;
 use crate::error::{Elapsed, Error};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::replay::{Judge, Replay, Sent};
 
 /// How an attempt ended.
 #[derive(Debug)]
-pub(crate) enum Attempted<T> {
+pub(crate) enum AttemptEnd<T> {
     /// It came back with this.
     Answered(T),
     /// It ran past `attempt_timeout` and was dropped.
@@ -44,7 +44,7 @@ enum Phase {
     /// An attempt is starting; its time limit is set if it has to wait.
     Idle,
     /// An attempt is waiting, under this limit (`None`: no limit).
-    Attempt(Option<Limit>),
+    Attempt(Option<TimeLimit>),
     /// Waiting before a retry.
     Pause(Pause),
     /// The pause is over; the inner service is getting ready, with the deadline's timer set or not.
@@ -187,17 +187,17 @@ impl<Res> Call<Res> {
         &mut self,
         attempt: Pin<&mut F>,
         cx: &mut Context<'_>,
-    ) -> Poll<Attempted<F::Output>> {
+    ) -> Poll<AttemptEnd<F::Output>> {
         if let Poll::Ready(output) = attempt.poll(cx) {
             self.phase = Phase::Idle;
-            return Poll::Ready(Attempted::Answered(output));
+            return Poll::Ready(AttemptEnd::Answered(output));
         }
         self.poll_limit(cx)
     }
 
     /// While the attempt in flight (or a hedged pair of attempts) has not answered: ready with the limit
     /// that ended it, once one does. Sets the limit the first time.
-    pub(crate) fn poll_limit<T>(&mut self, cx: &mut Context<'_>) -> Poll<Attempted<T>> {
+    pub(crate) fn poll_limit<T>(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEnd<T>> {
         let limit = match self.phase {
             Phase::Attempt(limit) => limit,
             _ => {
@@ -215,8 +215,8 @@ impl<Res> Call<Res> {
         ready!(self.timer.poll(cx));
         self.phase = Phase::Idle;
         Poll::Ready(match limit {
-            Limit::Attempt => Attempted::TimedOut,
-            Limit::Deadline => Attempted::Deadline,
+            TimeLimit::Attempt => AttemptEnd::TimedOut,
+            TimeLimit::Deadline => AttemptEnd::Deadline,
         })
     }
 
@@ -245,7 +245,7 @@ impl<Res> Call<Res> {
     #[inline]
     pub(crate) fn decide<Req, E, R>(
         &mut self,
-        answered: Attempted<Result<Res, E>>,
+        answered: AttemptEnd<Result<Res, E>>,
         replay: &R,
         held: &Held<Req, R::Kept>,
     ) -> ControlFlow<Final<Res, E>>
@@ -259,7 +259,7 @@ impl<Res> Call<Res> {
             return ControlFlow::Break(self.decide_last(attempt, answered, view.as_ref()));
         }
         let attempt = attempt.replayable(held.replayable());
-        self.decide_attempt(attempt, answered, view.as_ref(), R::KEEPS_LAST_RESPONSE)
+        self.decide_judged(attempt, answered, view.as_ref(), R::KEEPS_LAST_RESPONSE)
     }
 
     /// Step 3 for an attempt judged already (`stagger::retry`'s operation, which has no request to
@@ -268,17 +268,17 @@ impl<Res> Call<Res> {
     /// back to the pool, or is closed, now rather than after it), unless it is a response kept for
     /// the deadline (`keep_last`).
     #[inline]
-    pub(crate) fn decide_attempt<E>(
+    pub(crate) fn decide_judged<E>(
         &mut self,
         attempt: Attempt,
-        answered: Attempted<Result<Res, E>>,
+        answered: AttemptEnd<Result<Res, E>>,
         view: Option<&RequestView<'_>>,
         keep_last: bool,
     ) -> ControlFlow<Final<Res, E>> {
         let result = match answered {
-            Attempted::Answered(result) => Some(result),
-            Attempted::TimedOut => None,
-            Attempted::Deadline => {
+            AttemptEnd::Answered(result) => Some(result),
+            AttemptEnd::TimedOut => None,
+            AttemptEnd::Deadline => {
                 self.retry.cut_by_deadline(view);
                 return ControlFlow::Break(self.at_deadline());
             }
@@ -303,13 +303,13 @@ impl<Res> Call<Res> {
     fn decide_last<E>(
         &mut self,
         attempt: Attempt,
-        answered: Attempted<Result<Res, E>>,
+        answered: AttemptEnd<Result<Res, E>>,
         request: Option<&RequestView<'_>>,
     ) -> Final<Res, E> {
         let result = match answered {
-            Attempted::Answered(result) => Some(result),
-            Attempted::TimedOut => None,
-            Attempted::Deadline => {
+            AttemptEnd::Answered(result) => Some(result),
+            AttemptEnd::TimedOut => None,
+            AttemptEnd::Deadline => {
                 self.retry.cut_by_deadline(request);
                 return self.at_deadline();
             }
@@ -473,14 +473,14 @@ fn judge_attempt<Req, Res, E, R>(
     replay: &R,
     policy: &RetryPolicy,
     sent: Sent<'_, Req, R::Kept>,
-    answered: &Attempted<Result<Res, E>>,
+    answered: &AttemptEnd<Result<Res, E>>,
 ) -> Attempt
 where
     R: Judge<Req, Res, E>,
 {
     match answered {
-        Attempted::Answered(result) => replay.judge(policy, sent, result),
-        Attempted::TimedOut | Attempted::Deadline => Attempt::timed_out(
+        AttemptEnd::Answered(result) => replay.judge(policy, sent, result),
+        AttemptEnd::TimedOut | AttemptEnd::Deadline => Attempt::timed_out(
             replay
                 .view(sent)
                 .is_none_or(|view| policy.is_idempotent(&view)),

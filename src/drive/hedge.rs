@@ -15,7 +15,7 @@ use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::drive::call::{Attempted, Call};
+use crate::drive::call::{AttemptEnd, Call};
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
 use crate::engine::policy::RetryPolicy;
@@ -117,7 +117,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
         mut first: Pin<&mut First>,
         cx: &mut Context<'_>,
         racers: &mut impl Racers<Res, F, C>,
-    ) -> Poll<Attempted<F::Output>>
+    ) -> Poll<AttemptEnd<F::Output>>
     where
         First: Future<Output = F::Output> + ?Sized,
     {
@@ -208,10 +208,10 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
 impl<F: ?Sized, C: HedgeContext> Race<F, C> {
     /// The race is over with `output`: the other attempt, if it still runs, is dropped (the caller
     /// counted it, [`Racers::lost`]), and the next attempt starts a race of its own.
-    fn end<Res, T>(&mut self, call: &mut Call<Res>, output: T) -> Attempted<T> {
+    fn end<Res, T>(&mut self, call: &mut Call<Res>, output: T) -> AttemptEnd<T> {
         call.answered();
         self.reset();
-        Attempted::Answered(output)
+        AttemptEnd::Answered(output)
     }
 
     fn reset(&mut self) {

@@ -77,7 +77,7 @@ impl<Req, K> Held<Req, K> {
             Held::Recording(recorded) if recorded.is_whole() => {
                 // The recording becomes the held copy, from which this retry and any later one are
                 // copied.
-                let replayed = replay.replay(recorded)?;
+                let replayed = replay.rebuild(recorded)?;
                 *self = Held::Copy(replayed);
                 let Held::Copy(held) = self else {
                     return None;
@@ -87,7 +87,7 @@ impl<Req, K> Held<Req, K> {
             Held::Recording(recorded) => {
                 // The body came back unread (`None` if it did not: it did not end within the limit),
                 // and goes out itself, recorded again if another retry may follow.
-                let mut request = replay.replay(recorded)?;
+                let mut request = replay.rebuild(recorded)?;
                 let limit = recorded.limit();
                 *self = match again.then(|| replay.start_recording(&mut request, limit)) {
                     Some(Some(recorded)) => Held::Recording(Box::new(recorded)),

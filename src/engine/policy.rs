@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::classify::grpc::GrpcRules;
 use crate::classify::{ClassifyHttp, GrpcCodes, GrpcName, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
-use crate::engine::guards::{Fleet, RetryBudget};
+use crate::engine::policy_guards::{Guards, RetryBudget};
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -147,6 +147,8 @@ pub(crate) type RetryHook = dyn Fn(&RetryEvent) + Send + Sync;
 /// let for_another_task = policy.clone();
 /// # let _ = for_another_task;
 /// ```
+// The inherent impl of `RetryPolicy`: its settings here, `builder()` in `builder/mod.rs`, `start()`
+// in `state.rs`, beside the state it starts.
 #[derive(Clone)]
 pub struct RetryPolicy {
     pub(crate) shared: Arc<Shared>,
@@ -156,7 +158,7 @@ pub struct RetryPolicy {
 /// together as they run.
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
-    pub(crate) fleet: Fleet,
+    pub(crate) guards: Guards,
 }
 
 /// The settings a policy was built with: read by the state machine, never written.
@@ -194,8 +196,8 @@ impl fmt::Debug for RetryPolicy {
             .field("max_retry_after", &s.max_retry_after)
             .field("retry_after", &s.retry_after)
             .field("idempotency", &s.idempotency)
-            .field("budget", &self.shared.fleet.budget())
-            .field("seed", &self.shared.fleet.seed())
+            .field("budget", &self.shared.guards.budget())
+            .field("seed", &self.shared.guards.seed())
             .finish_non_exhaustive()
     }
 }
@@ -309,13 +311,13 @@ impl RetryPolicy {
     /// Adaptive throttling's multiplier `k`, if it is on (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     pub fn adaptive_throttle(&self) -> Option<f64> {
-        self.shared.fleet.adaptive_throttle()
+        self.shared.guards.adaptive_throttle()
     }
 
     /// Whether a pause a host asks for holds every request to it (see
     /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     pub fn host_cooldown(&self) -> bool {
-        self.shared.fleet.host_cooldown()
+        self.shared.guards.host_cooldown()
     }
 
     /// The most retries after the first attempt.
@@ -364,7 +366,7 @@ impl RetryPolicy {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn budget(&self) -> Option<&RetryBudget> {
-        self.shared.fleet.budget()
+        self.shared.guards.budget()
     }
 }
 

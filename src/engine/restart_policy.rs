@@ -75,6 +75,7 @@ type RestartHook = dyn Fn(&RestartEvent<'_>) + Send + Sync;
 /// assert!(!policy.restart_on_return());
 /// assert!(!policy.finish_on_stop());
 /// ```
+// The inherent impl of `RestartPolicy`: its settings here, `start()` in `restart.rs`.
 #[derive(Clone)]
 pub struct RestartPolicy {
     pub(super) shared: Arc<Shared>,

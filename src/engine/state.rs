@@ -5,22 +5,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
+use crate::attempt::{Attempt, Decision, RetryInfo, StopReason, TimeLimit};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::engine::backoff::DelayState;
-use crate::engine::guards::{Holdings, Payment, Ticket};
-use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Shared};
+use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
+use crate::engine::policy_guards::{Holdings, Payment};
+use crate::engine::schedules::Schedules;
 use crate::observe::log::{self, DelayCause};
 use crate::observe::metrics;
-
-/// Which of the two time limits ends first for the attempt in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Limit {
-    /// `attempt_timeout`: the attempt is dropped and judged a timeout.
-    Attempt,
-    /// `max_elapsed`: the call ends.
-    Deadline,
-}
 
 /// The retries of one request: feed it each attempt's outcome and do what it says.
 ///
@@ -55,13 +47,16 @@ pub(crate) enum Limit {
 /// Such a loop bounds the time *between* attempts; to bound each attempt too, wrap it in
 /// `tokio::time::timeout` with [`RetryPolicy::attempt_timeout`] — or use [`retry`](crate::retry()),
 /// which does both.
+// The inherent impl of `RetryState`: here, and in `policy_guards.rs` the parts that ask the policy's
+// guards (see ARCHITECTURE.md: the one circle left in `engine/`, on purpose).
 pub struct RetryState {
     pub(super) policy: RetryPolicy,
     /// The request's delay schedules, from its first draw on. Boxed: on the heap of a request that
     /// retries, they keep the futures of every request small enough for the allocator's fastest size
     /// classes (the reqwest-middleware future fits 1 KiB with them boxed, and does not without).
     pub(super) delays: Option<Box<Schedules>>,
-    /// What the request holds of the fleet: its host's budget account, a withdrawal not yet spent.
+    /// What the request holds of its policy's guards: its host's budget account, a withdrawal not yet
+    /// spent.
     pub(super) holdings: Holdings,
     /// Hedged attempts started.
     pub(super) hedges: u32,
@@ -112,7 +107,7 @@ impl RetryPolicy {
     }
 
     fn start_at(&self, started: Option<Instant>) -> RetryState {
-        self.shared.fleet.deposit();
+        self.shared.guards.deposit();
         RetryState::new(self.clone(), started)
     }
 }
@@ -443,7 +438,7 @@ impl RetryState {
     /// When the attempt about to wait must end, and which limit that is: the earlier of `attempt_timeout`
     /// from now and the deadline. Starts the deadline's clock if it has not started. `None` without
     /// either limit (or with limits beyond what an `Instant` can hold).
-    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, Limit)> {
+    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, TimeLimit)> {
         let now = Instant::now();
         // The call's start, which the budget asks when it pays for a timeout, is known from here on
         // even without a deadline.
@@ -454,10 +449,10 @@ impl RetryState {
             .and_then(|timeout| now.checked_add(timeout));
         match (attempt, self.deadline()) {
             (Some(attempt), Some(deadline)) if attempt < deadline => {
-                Some((attempt, Limit::Attempt))
+                Some((attempt, TimeLimit::Attempt))
             }
-            (_, Some(deadline)) => Some((deadline, Limit::Deadline)),
-            (Some(attempt), None) => Some((attempt, Limit::Attempt)),
+            (_, Some(deadline)) => Some((deadline, TimeLimit::Deadline)),
+            (Some(attempt), None) => Some((attempt, TimeLimit::Attempt)),
             (None, None) => None,
         }
     }
@@ -652,7 +647,7 @@ impl RetryState {
             schedules
                 .throttle
                 .get_or_insert_with(|| {
-                    DelayState::new(&s.throttle_backoff, shared.fleet.next_stream())
+                    DelayState::new(&s.throttle_backoff, shared.guards.next_stream())
                 })
                 .next_delay(&s.throttle_backoff)
         } else {
@@ -699,53 +694,5 @@ impl RetryState {
                 .restart(&self.policy.shared.settings.backoff);
         }
         (Decision::Retry(delay), cause)
-    }
-}
-
-/// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
-/// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
-#[derive(Debug, Clone)]
-pub(super) struct Schedules {
-    pub(super) transient: DelayState,
-    pub(super) throttle: Option<DelayState>,
-    /// Time waited for the host's pause before the first attempt: here rather than inline, since
-    /// only a request that waited (and drew its wait's spread from here) has any.
-    pub(super) cooldown: Duration,
-    /// The request's place in its host's queue, while it waits for it.
-    pub(super) slot: Option<Ticket>,
-    /// What the answers set aside in the hedged race in flight asked of the retry after it.
-    pub(super) set_aside: Option<Pushback>,
-    /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.
-    pub(super) failing: Option<Reason>,
-    /// The call's deadline, from its start, when the caller set one sooner than the policy's
-    /// `max_elapsed` ([`RetryState::limit_deadline`]).
-    pub(super) deadline: Option<Duration>,
-}
-
-/// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
-/// ends: the retry after the race obeys every answer of it, not only the last.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Pushback {
-    /// The longest server delay asked for.
-    pub(super) retry_after: Option<Duration>,
-    /// An answer was throttling.
-    pub(super) throttled: bool,
-    /// An answer asked for no retry (gRPC's pushback).
-    pub(super) refused_retry: bool,
-}
-
-impl Schedules {
-    pub(super) fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
-        slot.get_or_insert_with(|| {
-            Box::new(Self {
-                transient: DelayState::new(&s.settings.backoff, s.fleet.next_stream()),
-                throttle: None,
-                cooldown: Duration::ZERO,
-                slot: None,
-                set_aside: None,
-                failing: None,
-                deadline: None,
-            })
-        })
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::attempt::RetryInfo;
+use crate::attempt::{RetryInfo, TimeLimit};
 use crate::classify::AsError;
 
 /// A time limit of the policy ended the call: the deadline (`max_elapsed`) passed with no response to
@@ -55,21 +55,15 @@ use crate::classify::AsError;
 )]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed {
-    limit: Limit,
+    limit: TimeLimit,
     after: Duration,
     info: RetryInfo,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Limit {
-    Deadline,
-    Attempt,
 }
 
 impl Elapsed {
     pub(crate) const fn deadline(max_elapsed: Duration, info: RetryInfo) -> Self {
         Self {
-            limit: Limit::Deadline,
+            limit: TimeLimit::Deadline,
             after: max_elapsed,
             info,
         }
@@ -77,7 +71,7 @@ impl Elapsed {
 
     pub(crate) const fn attempt(attempt_timeout: Duration, info: RetryInfo) -> Self {
         Self {
-            limit: Limit::Attempt,
+            limit: TimeLimit::Attempt,
             after: attempt_timeout,
             info,
         }
@@ -85,12 +79,12 @@ impl Elapsed {
 
     /// Whether the deadline (`max_elapsed`) passed.
     pub const fn is_deadline(&self) -> bool {
-        matches!(self.limit, Limit::Deadline)
+        matches!(self.limit, TimeLimit::Deadline)
     }
 
     /// Whether the last attempt ran past `attempt_timeout`.
     pub const fn is_attempt_timeout(&self) -> bool {
-        matches!(self.limit, Limit::Attempt)
+        matches!(self.limit, TimeLimit::Attempt)
     }
 
     /// The limit that passed: the policy's `max_elapsed` or its `attempt_timeout`.
@@ -109,12 +103,12 @@ impl fmt::Display for Elapsed {
         let attempts = self.info.attempts();
         let plural = if attempts == 1 { "" } else { "s" };
         match self.limit {
-            Limit::Deadline => write!(
+            TimeLimit::Deadline => write!(
                 f,
                 "deadline of {:?} passed after {attempts} attempt{plural}",
                 self.after
             ),
-            Limit::Attempt => write!(f, "attempt {attempts} timed out after {:?}", self.after),
+            TimeLimit::Attempt => write!(f, "attempt {attempts} timed out after {:?}", self.after),
         }
     }
 }

@@ -69,13 +69,13 @@ use crate::classify::AsError;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rejected {
     pause: Duration,
-    limit: Limit,
+    cause: Cause,
     info: RetryInfo,
 }
 
 /// What the pause outlasts.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Limit {
+enum Cause {
     /// The policy's `max_retry_after`.
     MaxRetryAfter(Duration),
     /// The time left before the deadline.
@@ -93,7 +93,7 @@ impl Rejected {
     ) -> Self {
         Self {
             pause,
-            limit: Limit::MaxRetryAfter(max_retry_after),
+            cause: Cause::MaxRetryAfter(max_retry_after),
             info,
         }
     }
@@ -102,7 +102,7 @@ impl Rejected {
     pub(crate) const fn past_deadline(pause: Duration, left: Duration, info: RetryInfo) -> Self {
         Self {
             pause,
-            limit: Limit::Deadline(left),
+            cause: Cause::Deadline(left),
             info,
         }
     }
@@ -111,7 +111,7 @@ impl Rejected {
     pub(crate) const fn throttled(p: f64, info: RetryInfo) -> Self {
         Self {
             pause: Duration::ZERO,
-            limit: Limit::Throttled(p),
+            cause: Cause::Throttled(p),
             info,
         }
     }
@@ -124,17 +124,17 @@ impl Rejected {
 
     /// Why the request was not sent: [`StopReason::Cooldown`] or [`StopReason::Throttled`].
     pub const fn reason(&self) -> StopReason {
-        match self.limit {
-            Limit::Throttled(_) => StopReason::Throttled,
-            Limit::MaxRetryAfter(_) | Limit::Deadline(_) => StopReason::Cooldown,
+        match self.cause {
+            Cause::Throttled(_) => StopReason::Throttled,
+            Cause::MaxRetryAfter(_) | Cause::Deadline(_) => StopReason::Cooldown,
         }
     }
 
     /// The probability with which adaptive throttling rejected the request, if it did.
     pub const fn throttle_probability(&self) -> Option<f64> {
-        match self.limit {
-            Limit::Throttled(p) => Some(p),
-            Limit::MaxRetryAfter(_) | Limit::Deadline(_) => None,
+        match self.cause {
+            Cause::Throttled(p) => Some(p),
+            Cause::MaxRetryAfter(_) | Cause::Deadline(_) => None,
         }
     }
 
@@ -146,7 +146,7 @@ impl Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Limit::Throttled(p) = self.limit {
+        if let Cause::Throttled(p) = self.cause {
             return write!(
                 f,
                 "not sent: throttled locally, the backend refused most recent requests (p = {p:.2})"
@@ -157,10 +157,10 @@ impl fmt::Display for Rejected {
             "not sent: the host asked for a pause of {:?} more, ",
             self.pause
         )?;
-        match self.limit {
-            Limit::MaxRetryAfter(max) => write!(f, "longer than max_retry_after ({max:?})"),
-            Limit::Deadline(left) => write!(f, "past the deadline ({left:?} left)"),
-            Limit::Throttled(_) => Ok(()),
+        match self.cause {
+            Cause::MaxRetryAfter(max) => write!(f, "longer than max_retry_after ({max:?})"),
+            Cause::Deadline(left) => write!(f, "past the deadline ({left:?} left)"),
+            Cause::Throttled(_) => Ok(()),
         }
     }
 }

@@ -1,13 +1,13 @@
 //! What a gRPC call's answer says besides its outcome, and the answer a call stagger ends without one
 //! ends with.
 
-use crate::attempt::{Attempt, Signal};
+use crate::attempt::{Attempt, HostSignal};
 use crate::classify::grpc::{self, GrpcCode};
 use crate::classify::{AttemptResult, Outcome, Reason, RequestView};
 use crate::engine::policy::RetryPolicy;
 use crate::judge::accepted;
 use crate::judge::http::http_signals;
-use crate::signals::grpc::{Pushback, pushback, retry_info};
+use crate::signals::grpc::{GrpcPushback, pushback, retry_info};
 
 /// What a gRPC call's answer says besides its outcome, as gRPC's retry design (A6) reads it:
 ///
@@ -55,18 +55,18 @@ pub(super) fn grpc_signals(
         return attempt.opted_out(opted_out).signal(accepted(policy));
     }
     let (delay, refused) = match pushback(headers) {
-        Some(Pushback::After(delay)) => (Some(delay), false),
-        Some(Pushback::Stop) => (None, true),
+        Some(GrpcPushback::After(delay)) => (Some(delay), false),
+        Some(GrpcPushback::Stop) => (None, true),
         None => (retry_info(headers), false),
     };
     let throttled = code == GrpcCode::ResourceExhausted;
     let signal = if policy.host_cooldown() && (throttled || delay.is_some()) {
-        Signal::Refused {
+        HostSignal::Refused {
             asked: delay.unwrap_or_default(),
             pace: None,
         }
     } else {
-        Signal::Nothing
+        HostSignal::Nothing
     };
     attempt
         .retry_after(delay)

@@ -4,10 +4,10 @@ use std::time::SystemTime;
 
 use ::http::StatusCode;
 
-use crate::attempt::{Attempt, Signal};
+use crate::attempt::{Attempt, HostSignal};
 use crate::classify::AttemptResult;
 use crate::engine::policy::RetryPolicy;
-use crate::signals::pushback::{quota_exhausted, quota_pace, says_throttled, server_delay};
+use crate::signals::server_delay::{quota_exhausted, quota_pace, says_throttled, server_delay};
 
 /// What an HTTP answer says besides its outcome: a server's delay, throttling, and what it tells the
 /// host's cooldown.
@@ -42,24 +42,24 @@ pub(super) fn http_signals(
     let throttled =
         rate_limit || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
     let signal = if !cooldown {
-        Signal::Nothing
+        HostSignal::Nothing
     } else if rate_limit || refusal && delay.is_some() {
         // A refusal: a 429 (or a rate-limited 403) whatever it says, a 503 that asks for a delay.
-        Signal::Refused {
+        HostSignal::Refused {
             asked: delay.unwrap_or_default(),
             pace: quota_pace(headers),
         }
     } else if refusal {
         // A 503 with nothing to say of a rate: a failure, which tells the pacer nothing.
-        Signal::Nothing
+        HostSignal::Nothing
     } else {
         // Any other answer was admitted; it can still say the next one would not be.
         match quota_exhausted(headers, &SystemTime::now) {
-            Some(spent) => Signal::Accepted {
+            Some(spent) => HostSignal::Accepted {
                 spent: Some(spent),
                 pace: quota_pace(headers),
             },
-            None => Signal::Accepted {
+            None => HostSignal::Accepted {
                 spent: None,
                 pace: None,
             },

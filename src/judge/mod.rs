@@ -9,7 +9,7 @@ mod http;
 
 use ::http::{Extensions, HeaderMap, Method, StatusCode};
 
-use crate::attempt::Signal;
+use crate::attempt::HostSignal;
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::grpc::is_grpc;
 use crate::classify::{AsError, AttemptResult, RequestView};
@@ -129,14 +129,14 @@ fn is_grpc_call(request: &RequestView<'_>, seen: &AttemptResult<'_>) -> bool {
 }
 
 /// What an answer the host did not refuse tells its cooldown, when the policy keeps one.
-pub(super) fn accepted(policy: &RetryPolicy) -> Signal {
+pub(super) fn accepted(policy: &RetryPolicy) -> HostSignal {
     if policy.host_cooldown() {
-        Signal::Accepted {
+        HostSignal::Accepted {
             spent: None,
             pace: None,
         }
     } else {
-        Signal::Nothing
+        HostSignal::Nothing
     }
 }
 

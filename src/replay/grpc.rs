@@ -99,7 +99,7 @@ impl Replay<GrpcRequest> for GrpcReplay {
         })
     }
 
-    fn replay(&self, recorded: &Recorded<GrpcRequest>) -> Option<GrpcRequest> {
+    fn rebuild(&self, recorded: &Recorded<GrpcRequest>) -> Option<GrpcRequest> {
         match recorded.recorder.body() {
             Some(bytes) => Some(replayed(&recorded.template, bytes)),
             None => {

@@ -151,7 +151,7 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
         })
     }
 
-    fn replay(
+    fn rebuild(
         &self,
         recorded: &Recorded<http::Request<ReplayBody<B>>>,
     ) -> Option<http::Request<ReplayBody<B>>> {
@@ -218,7 +218,7 @@ impl Replay<reqwest::Request> for HttpReplay {
         })
     }
 
-    fn replay(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
+    fn rebuild(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
         let mut request = recorded.template.try_clone()?;
         let body = match recorded.recorder.body() {
             Some(bytes) => reqwest::Body::from(bytes),

@@ -116,7 +116,7 @@ pub trait Replay<Req> {
     /// `None` if neither is there — the body did not end within the limit, or ended with trailers or an
     /// error — in which case the call ends with the result in hand. Only called with what
     /// [`start_recording`](Self::start_recording) returned.
-    fn replay(&self, recorded: &Recorded<Req>) -> Option<Req> {
+    fn rebuild(&self, recorded: &Recorded<Req>) -> Option<Req> {
         let _ = recorded;
         None
     }

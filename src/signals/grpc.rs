@@ -13,7 +13,7 @@ use http::HeaderValue;
 
 /// What `grpc-retry-pushback-ms` says: A6 defines it as a signed 32-bit integer of milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pushback {
+pub(crate) enum GrpcPushback {
     /// A non-negative integer: retry after this long.
     After(Duration),
     /// A negative or malformed value: do not retry (A6).
@@ -21,15 +21,15 @@ pub(crate) enum Pushback {
 }
 
 /// The response's `grpc-retry-pushback-ms`, if it has one.
-pub(crate) fn pushback(headers: &HeaderMap) -> Option<Pushback> {
+pub(crate) fn pushback(headers: &HeaderMap) -> Option<GrpcPushback> {
     let value = headers.get("grpc-retry-pushback-ms")?;
     let millis = std::str::from_utf8(value.as_bytes())
         .ok()
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|s| s.parse::<i32>().ok());
     Some(match millis.and_then(|millis| u64::try_from(millis).ok()) {
-        Some(millis) => Pushback::After(Duration::from_millis(millis)),
-        None => Pushback::Stop,
+        Some(millis) => GrpcPushback::After(Duration::from_millis(millis)),
+        None => GrpcPushback::Stop,
     })
 }
 
@@ -231,13 +231,13 @@ mod tests {
         let read = |v| pushback(&headers("grpc-retry-pushback-ms", v));
         assert_eq!(
             read("300"),
-            Some(Pushback::After(Duration::from_millis(300)))
+            Some(GrpcPushback::After(Duration::from_millis(300)))
         );
-        assert_eq!(read("0"), Some(Pushback::After(Duration::ZERO)));
+        assert_eq!(read("0"), Some(GrpcPushback::After(Duration::ZERO)));
         let most = Duration::from_millis(i32::MAX as u64);
-        assert_eq!(read("2147483647"), Some(Pushback::After(most)));
+        assert_eq!(read("2147483647"), Some(GrpcPushback::After(most)));
         for refused in ["-1", "1.5", "", "soon", "+3", "2147483648"] {
-            assert_eq!(read(refused), Some(Pushback::Stop), "{refused:?}");
+            assert_eq!(read(refused), Some(GrpcPushback::Stop), "{refused:?}");
         }
         assert_eq!(pushback(&HeaderMap::new()), None);
     }

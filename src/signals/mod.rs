@@ -3,6 +3,6 @@
 
 pub(crate) mod grpc;
 pub(crate) mod http_date;
-pub(crate) mod pushback;
 pub(crate) mod retry_after;
+pub(crate) mod server_delay;
 pub(crate) mod sfv;

@@ -164,8 +164,13 @@ where
                 }
                 StateProj::Paused { request } => {
                     let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
-                    let ready = ready!(poll_ready_to_send(this.service, this.call, view.as_ref(), cx))
-                        .and_then(|()| this.call.begin(view.as_ref()));
+                    let ready = ready!(poll_ready_to_send(
+                        this.service,
+                        this.call,
+                        view.as_ref(),
+                        cx
+                    ))
+                    .and_then(|()| this.call.begin(view.as_ref()));
                     match ready.map(|()| request.take()) {
                         Ok(Some(mut request)) => {
                             replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
@@ -179,7 +184,12 @@ where
                 }
                 StateProj::Waiting => {
                     let view = replay.view(this.held.sent());
-                    let ready = ready!(poll_ready_to_send(this.service, this.call, view.as_ref(), cx));
+                    let ready = ready!(poll_ready_to_send(
+                        this.service,
+                        this.call,
+                        view.as_ref(),
+                        cx
+                    ));
                     match ready.and_then(|()| this.call.begin_retry(replay, this.held)) {
                         Ok(mut request) => {
                             replay.before_send(&mut request, NextAttempt::new(this.call.retry()));

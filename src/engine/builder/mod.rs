@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::classify::grpc::{GrpcMethod, GrpcName, GrpcRules};
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
-use crate::engine::guards::{Fleet, RetryBudget};
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
+use crate::engine::policy_guards::{Guards, RetryBudget};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
@@ -32,6 +32,8 @@ mod throttling;
 ///     .build()?;
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
+// The inherent impl of `RetryPolicyBuilder`: the limits here, and a file of `builder/` for each group
+// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`.
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
@@ -548,7 +550,7 @@ impl RetryPolicyBuilder {
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 settings: self.settings,
-                fleet: Fleet::new(budget, self.host_cooldown, throttle, seed),
+                guards: Guards::new(budget, self.host_cooldown, throttle, seed),
             }),
         })
     }

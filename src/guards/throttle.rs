@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::fleet::hosts::Host;
-use crate::fleet::hosts::HostMap;
+use crate::guards::hosts::Host;
+use crate::guards::hosts::HostMap;
 
 /// Slots across the window: a count expires between 90 % and 100 % of the window after it was made.
 const SLOTS: u64 = 10;
@@ -123,7 +123,7 @@ impl AdaptiveThrottle {
     }
 }
 
-impl crate::fleet::hosts::Idle for AdaptiveThrottle {
+impl crate::guards::hosts::Idle for AdaptiveThrottle {
     /// Nothing counted in the window ending at `now`: a fresh throttle would decide alike.
     fn idle(&self, now: Instant) -> bool {
         let current = self.epoch(now);

@@ -44,11 +44,11 @@ fn against_a_fast_limiter_within_the_network_s_jitter_the_cooldown_trades_a_fift
     }
 }
 
-fn refused(asked: Duration) -> Signal {
-    Signal::Refused { asked, pace: None }
+fn refused(asked: Duration) -> HostSignal {
+    HostSignal::Refused { asked, pace: None }
 }
 
-const ACCEPTED: Signal = Signal::Accepted {
+const ACCEPTED: HostSignal = HostSignal::Accepted {
     spent: None,
     pace: None,
 };
@@ -106,7 +106,7 @@ fn a_hold_of_years_lasts_max_hold() {
     );
     // A quota spent until the end of time, on a success, is bounded the same.
     let other = Host::from_raw(2);
-    let spent = Signal::Accepted {
+    let spent = HostSignal::Accepted {
         spent: Some(Duration::MAX),
         pace: None,
     };
@@ -119,7 +119,7 @@ fn a_stated_rate_paces_the_host_from_the_first_refusal() {
     let cooldowns = Cooldowns::new();
     let t0 = Instant::now();
     let host = Host::from_raw(1);
-    let signal = Signal::Refused {
+    let signal = HostSignal::Refused {
         asked: secs(1),
         pace: Some(ms(200)),
     };
@@ -173,7 +173,7 @@ fn the_wait_spreads_over_the_delay_asked_and_never_past_the_limits() {
     assert_eq!(wait(pause, secs(30), Some(secs(6)), bottom), Ok(secs(2)));
     assert_eq!(
         wait(pause, secs(30), Some(secs(6)), top),
-        Err(Limit::Deadline)
+        Err(Outlasts::Deadline)
     );
     assert_eq!(
         wait(pause, secs(30), Some(secs(6)), |w| w
@@ -181,14 +181,17 @@ fn the_wait_spreads_over_the_delay_asked_and_never_past_the_limits() {
         Ok(secs(6) - Duration::from_nanos(1))
     );
     // A hold or a slot that outlasts a limit is not waited for.
-    assert_eq!(wait(pause, secs(1), None, top), Err(Limit::MaxRetryAfter));
+    assert_eq!(
+        wait(pause, secs(1), None, top),
+        Err(Outlasts::MaxRetryAfter)
+    );
     assert_eq!(
         wait(pause, secs(30), Some(secs(2)), top),
-        Err(Limit::Deadline)
+        Err(Outlasts::Deadline)
     );
     let slot = Admission::Slot(secs(3));
     assert_eq!(wait(slot, secs(30), None, top), Ok(secs(3)));
-    assert_eq!(wait(slot, secs(2), None, top), Err(Limit::MaxRetryAfter));
+    assert_eq!(wait(slot, secs(2), None, top), Err(Outlasts::MaxRetryAfter));
     assert_eq!(wait(Admission::Go, secs(2), None, top), Ok(Duration::ZERO));
 }
 

@@ -39,8 +39,8 @@ use tokio::time::Instant;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 
-use crate::fleet::hosts::Host;
-use crate::fleet::hosts::HostMap;
+use crate::guards::hosts::Host;
+use crate::guards::hosts::HostMap;
 
 pub(crate) use account::{Account, RetryKind, Withdrawal};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{RetryBudgetBuilder, credit};
-use crate::fleet::hosts::{CREDIT_KEY_MASK, Host};
+use crate::guards::hosts::{CREDIT_KEY_MASK, Host};
 
 /// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
 const SLOTS: usize = 10;
@@ -252,7 +252,7 @@ impl Account {
     }
 }
 
-impl crate::fleet::hosts::Idle for Account {
+impl crate::guards::hosts::Idle for Account {
     /// Past its first window (whose calls may spend the starting credit), with every slot expired:
     /// the balance a fresh account would have.
     fn idle(&self, now: Instant) -> bool {

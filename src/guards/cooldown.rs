@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::attempt::Signal;
-use crate::fleet::hosts::Host;
+use crate::attempt::HostSignal;
+use crate::guards::hosts::Host;
 
 mod pace;
 
@@ -231,8 +231,14 @@ impl Cooldowns {
 
     /// Records what `host` answered at `now` to a request that went with `sent` (the ticket its
     /// admission left, if the host was paced).
-    pub(crate) fn observe(&self, host: Host, signal: Signal, now: Instant, sent: Option<Ticket>) {
-        if signal == Signal::Nothing {
+    pub(crate) fn observe(
+        &self,
+        host: Host,
+        signal: HostSignal,
+        now: Instant,
+        sent: Option<Ticket>,
+    ) {
+        if signal == HostSignal::Nothing {
             return;
         }
         let starts = signal.starts_a_cooldown();
@@ -248,11 +254,11 @@ impl Cooldowns {
                     table.make_room(now);
                 }
                 let entry = match signal {
-                    Signal::Refused { asked, pace, .. } => Entry::refused(now, asked, pace),
-                    Signal::Accepted { spent, pace } => {
+                    HostSignal::Refused { asked, pace, .. } => Entry::refused(now, asked, pace),
+                    HostSignal::Accepted { spent, pace } => {
                         Entry::refused(now, spent.unwrap_or_default(), pace)
                     }
-                    Signal::Nothing => return,
+                    HostSignal::Nothing => return,
                 };
                 table.hosts.insert(host, entry);
                 let ends = entry.ends();
@@ -262,8 +268,8 @@ impl Cooldowns {
             }
         };
         match signal {
-            Signal::Nothing => {}
-            Signal::Accepted { spent, .. } => {
+            HostSignal::Nothing => {}
+            HostSignal::Accepted { spent, .. } => {
                 if let Some(asked) = spent.filter(|&asked| asked > LONG_HOLD) {
                     entry.hold(now, asked);
                 }
@@ -274,7 +280,7 @@ impl Cooldowns {
                     entry.phase = Phase::Paced(probe.pacer(pace, now));
                 }
             }
-            Signal::Refused { asked, pace } => {
+            HostSignal::Refused { asked, pace } => {
                 entry.last_refusal = now;
                 match &mut entry.phase {
                     // Refused before the hold ends: a request sent before it began.
@@ -507,7 +513,7 @@ impl Table {
 
 /// What a wait outlasts when a request does not wait for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Limit {
+pub(crate) enum Outlasts {
     /// The policy's `max_retry_after`.
     MaxRetryAfter,
     /// The time left before the deadline.
@@ -523,19 +529,19 @@ pub(crate) fn wait(
     max_retry_after: Duration,
     remaining: Option<Duration>,
     uniform: impl FnOnce(Duration) -> Duration,
-) -> Result<Duration, Limit> {
+) -> Result<Duration, Outlasts> {
     let (left, window) = match admission {
         Admission::Go => return Ok(Duration::ZERO),
         Admission::Spread(pause) => (pause.left, pause.asked),
         Admission::Slot(at) => (at, Duration::ZERO),
     };
     if left > max_retry_after {
-        return Err(Limit::MaxRetryAfter);
+        return Err(Outlasts::MaxRetryAfter);
     }
     let mut window = window.min(max_retry_after - left);
     if let Some(remaining) = remaining {
         if left >= remaining {
-            return Err(Limit::Deadline);
+            return Err(Outlasts::Deadline);
         }
         window = window.min(remaining - left);
     }
@@ -547,7 +553,7 @@ pub(crate) fn wait(
         };
     // An attempt due at the deadline itself would have no time to run.
     if remaining.is_some_and(|remaining| wait >= remaining) {
-        return Err(Limit::Deadline);
+        return Err(Outlasts::Deadline);
     }
     Ok(wait)
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
-use crate::fleet::hosts::Host;
+use crate::guards::hosts::Host;
 
 /// The most hosts whose credit is kept: past them, a new host gets none. A process that sends to
 /// more hosts than this (a crawler) gets no credit for the later ones, rather than a table without

@@ -1,7 +1,7 @@
-//! The state machine's way into `fleet/`: what the requests of a policy keep together ([`Fleet`]),
-//! what one request holds of it ([`Holdings`]), and the parts of [`RetryState`] that ask the fleet —
-//! the host's pause, adaptive throttling, hedging, and the budget's accounts. No other file of the
-//! engine reads `fleet/`.
+//! The state machine's way into `guards/`: the guards the requests of a policy share ([`Guards`]),
+//! what one request holds of them ([`Holdings`]), and the parts of [`RetryState`]'s `impl` that ask
+//! them — the host's pause, adaptive throttling, hedging, and the budget's accounts. No other file of
+//! the engine reads `guards/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,24 +11,25 @@ use tokio::time::Instant;
 use rand::rngs::SmallRng;
 
 use super::rng::StreamSource;
-use super::state::{RetryState, Schedules};
+use super::schedules::Schedules;
+use super::state::RetryState;
 use crate::attempt::{Attempt, StopReason};
 use crate::classify::{Reason, RequestView};
 use crate::error::Rejected;
-use crate::fleet::budget::{Account, RetryKind, Withdrawal};
-use crate::fleet::cooldown::{self, Admission, Cooldowns, Pause};
-use crate::fleet::hosts::Host;
-use crate::fleet::throttle::Throttles;
+use crate::guards::budget::{Account, RetryKind, Withdrawal};
+use crate::guards::cooldown::{self, Admission, Cooldowns, Pause};
+use crate::guards::hosts::Host;
+use crate::guards::throttle::Throttles;
 use crate::observe::log;
 use crate::observe::metrics;
 
-pub(crate) use crate::fleet::budget::RetryBudget;
-pub(crate) use crate::fleet::cooldown::Ticket;
+pub(crate) use crate::guards::budget::RetryBudget;
+pub(crate) use crate::guards::cooldown::Ticket;
 
 /// What the requests of a policy (and of its clones) keep together as they run: the retry budget's
 /// accounts, the hosts' cooldowns, the adaptive throttles, and the source of each request's jitter
 /// stream.
-pub(crate) struct Fleet {
+pub(crate) struct Guards {
     budget: Option<RetryBudget>,
     /// The pauses hosts asked for, when `host_cooldown` is on.
     cooldowns: Option<Cooldowns>,
@@ -37,8 +38,8 @@ pub(crate) struct Fleet {
     streams: StreamSource,
 }
 
-impl Fleet {
-    /// The fleet of a policy just built: `throttle` is adaptive throttling's `k` and window.
+impl Guards {
+    /// The guards of a policy just built: `throttle` is adaptive throttling's `k` and window.
     pub(crate) fn new(
         budget: Option<RetryBudget>,
         host_cooldown: bool,
@@ -85,7 +86,7 @@ impl Fleet {
     }
 }
 
-/// What one request holds of the fleet: its host's account of a budget kept per host, and a retry's
+/// What one request holds of the guards: its host's account of a budget kept per host, and a retry's
 /// withdrawal not yet spent.
 #[derive(Debug, Default)]
 pub(crate) struct Holdings {
@@ -132,10 +133,10 @@ impl RetryState {
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
-        let fleet = &self.policy.shared.fleet;
-        let cooling = fleet.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
-        let per_host = fleet.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && fleet.throttles.is_none() {
+        let guards = &self.policy.shared.guards;
+        let cooling = guards.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
+        let per_host = guards.budget.as_ref().is_some_and(RetryBudget::per_host);
+        if !cooling && !per_host && guards.throttles.is_none() {
             return Ok(None);
         }
         self.before_first_slow(view().as_ref(), cooling)
@@ -163,7 +164,7 @@ impl RetryState {
     /// probability `p`. Always `Ok` without adaptive throttling.
     pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
         let shared = &*self.policy.shared;
-        let Some(throttles) = &shared.fleet.throttles else {
+        let Some(throttles) = &shared.guards.throttles else {
             return Ok(());
         };
         let delays = &mut self.delays;
@@ -177,7 +178,7 @@ impl RetryState {
     /// Tells `request`'s adaptive throttle, if the policy keeps one, that an attempt of it was
     /// answered, `accepted` or not (a time limit, for one: the backend did not answer in time).
     pub(crate) fn count_answered(&self, request: Option<&RequestView<'_>>, accepted: bool) {
-        if let Some(throttles) = &self.policy.shared.fleet.throttles {
+        if let Some(throttles) = &self.policy.shared.guards.throttles {
             throttles
                 .of(request.and_then(Host::of))
                 .answered(Instant::now(), accepted);
@@ -195,7 +196,7 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        match &self.policy.shared.fleet.cooldowns {
+        match &self.policy.shared.guards.cooldowns {
             Some(cooldowns) if cooldowns.is_armed() => self.wait_for_host(request),
             _ => Ok(None),
         }
@@ -209,7 +210,7 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let (Some(cooldowns), Some(host)) = (&shared.fleet.cooldowns, request.and_then(Host::of))
+        let (Some(cooldowns), Some(host)) = (&shared.guards.cooldowns, request.and_then(Host::of))
         else {
             return Ok(None);
         };
@@ -258,10 +259,10 @@ impl RetryState {
                 let info = self.info();
                 let left = admission.left();
                 Err(match limit {
-                    cooldown::Limit::MaxRetryAfter => {
+                    cooldown::Outlasts::MaxRetryAfter => {
                         Rejected::over_max_retry_after(left, s.max_retry_after, info)
                     }
-                    cooldown::Limit::Deadline => {
+                    cooldown::Outlasts::Deadline => {
                         Rejected::past_deadline(left, remaining.unwrap_or_default(), info)
                     }
                 })
@@ -358,12 +359,12 @@ impl RetryState {
     /// Records what an attempt's response says of its host: what it tells the host's cooldown, when
     /// the policy keeps one, and whether the backend accepted it, for adaptive throttling.
     pub(super) fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        let fleet = &self.policy.shared.fleet;
-        let cooldown = fleet
+        let guards = &self.policy.shared.guards;
+        let cooldown = guards
             .cooldowns
             .as_ref()
             .filter(|cooldowns| attempt.signal.starts_a_cooldown() || cooldowns.is_armed());
-        let throttle = fleet.throttles.as_ref();
+        let throttle = guards.throttles.as_ref();
         if cooldown.is_none() && throttle.is_none() {
             return;
         }
@@ -382,7 +383,7 @@ impl RetryState {
     /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
     /// request to the host goes before it ends.
     pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
-        let cooldowns = self.policy.shared.fleet.cooldowns.as_ref()?;
+        let cooldowns = self.policy.shared.guards.cooldowns.as_ref()?;
         if !cooldowns.is_armed() {
             return None;
         }
@@ -392,7 +393,7 @@ impl RetryState {
     /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
-        let Some(cooldowns) = &self.policy.shared.fleet.cooldowns else {
+        let Some(cooldowns) = &self.policy.shared.guards.cooldowns else {
             return false;
         };
         request
@@ -412,7 +413,7 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
         failure: Option<Reason>,
     ) -> Payment {
-        let Some(budget) = &self.policy.shared.fleet.budget else {
+        let Some(budget) = &self.policy.shared.guards.budget else {
             return Payment::Free;
         };
         let kind = match failure {
@@ -454,7 +455,7 @@ impl RetryState {
         let Some(withdrawal) = self.holdings.withdrawn.take() else {
             return;
         };
-        match (&self.holdings.partition, &self.policy.shared.fleet.budget) {
+        match (&self.holdings.partition, &self.policy.shared.guards.budget) {
             (Some(partition), _) => partition.refund(withdrawal),
             (None, Some(budget)) => budget.refund(withdrawal),
             (None, None) => {}
@@ -467,7 +468,7 @@ impl RetryState {
         if self.holdings.partition.is_some() {
             return;
         }
-        if let Some(partition) = (self.policy.shared.fleet.budget.as_ref())
+        if let Some(partition) = (self.policy.shared.guards.budget.as_ref())
             .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
             partition.deposit();

@@ -1,0 +1,57 @@
+//! What a request keeps on the heap once it needs it: its delay schedules, and the rarer state that
+//! goes with them (a caller's deadline, the host's queue, what a hedged race set aside).
+
+use std::time::Duration;
+
+use crate::classify::Reason;
+use crate::engine::backoff::DelayState;
+use crate::engine::policy::Shared;
+use crate::engine::policy_guards::Ticket;
+
+/// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
+/// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
+#[derive(Debug, Clone)]
+pub(super) struct Schedules {
+    pub(super) transient: DelayState,
+    pub(super) throttle: Option<DelayState>,
+    /// Time waited for the host's pause before the first attempt: here rather than inline, since
+    /// only a request that waited (and drew its wait's spread from here) has any.
+    pub(super) cooldown: Duration,
+    /// The request's place in its host's queue, while it waits for it.
+    pub(super) slot: Option<Ticket>,
+    /// What the answers set aside in the hedged race in flight asked of the retry after it.
+    pub(super) set_aside: Option<SetAside>,
+    /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.
+    pub(super) failing: Option<Reason>,
+    /// The call's deadline, from its start, when the caller set one sooner than the policy's
+    /// `max_elapsed` ([`RetryState::limit_deadline`]).
+    pub(super) deadline: Option<Duration>,
+}
+
+/// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
+/// ends: the retry after the race obeys every answer of it, not only the last.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SetAside {
+    /// The longest server delay asked for.
+    pub(super) retry_after: Option<Duration>,
+    /// An answer was throttling.
+    pub(super) throttled: bool,
+    /// An answer asked for no retry (gRPC's pushback).
+    pub(super) refused_retry: bool,
+}
+
+impl Schedules {
+    pub(super) fn of<'a>(slot: &'a mut Option<Box<Self>>, s: &Shared) -> &'a mut Self {
+        slot.get_or_insert_with(|| {
+            Box::new(Self {
+                transient: DelayState::new(&s.settings.backoff, s.guards.next_stream()),
+                throttle: None,
+                cooldown: Duration::ZERO,
+                slot: None,
+                set_aside: None,
+                failing: None,
+                deadline: None,
+            })
+        })
+    }
+}
