@@ -1,12 +1,13 @@
-//! The herd over loopback sockets: an axum server and reqwest clients with `stagger::RetryMiddleware`.
+//! The herd over loopback sockets: an axum server and reqwest clients with `stagger::RetryMiddleware`,
+//! and reqwest 0.13's own retry (`reqwest::retry`) alone and beneath stagger, driven by reqwest itself.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
-use http::{Response, StatusCode};
-use stagger::{RetryInfo, RetryMiddleware};
+use http::{HeaderMap, Response, StatusCode};
+use stagger::RetryMiddleware;
 use tokio::time::Instant;
 
 use crate::args::Args;
@@ -42,7 +43,18 @@ pub(crate) fn run(args: &Args) {
         scenario.max_delay.as_millis()
     );
     let wall = std::time::Instant::now();
-    run_rows(&scenario.rows(false), |row| {
+    let rows = scenario.rows(false);
+    run_rows(&stagger_rows(&rows), |row| {
+        runtime.block_on(over_sockets(row, &scenario))
+    });
+    println!(
+        "\nreqwest's own retry over the same outage: every reqwest 0.13 Client retries by itself \
+         (reqwest::retry), at once, with no delay.\nAttempts counted by the server, per client.\n"
+    );
+    let full_jitter = (rows.iter())
+        .find(|row| row.name == "full jitter")
+        .expect("a full jitter row");
+    run_rows(&reqwest_rows(full_jitter), |row| {
         runtime.block_on(over_sockets(row, &scenario))
     });
     let scenario = Scenario {
@@ -56,7 +68,7 @@ pub(crate) fn run(args: &Args) {
         "\nRetry-After herd over loopback: the outage answers 503 with Retry-After: \
          {RETRY_AFTER_SECONDS}.\n"
     );
-    let figures = run_rows(&scenario.retry_after_rows(), |row| {
+    let figures = run_rows(&stagger_rows(&scenario.retry_after_rows()), |row| {
         runtime.block_on(over_sockets(row, &scenario))
     });
     // Real time on a shared machine: a scheduling hiccup bunches arrivals, so no verdict here.
@@ -64,9 +76,85 @@ pub(crate) fn run(args: &Args) {
     println!("\nwall time {:.2?}", wall.elapsed());
 }
 
+/// Which retry reqwest itself does beneath the client's stagger middleware, if any.
+#[derive(Debug, Clone, Copy)]
+enum ReqwestRetry {
+    /// A `reqwest::Client::builder()` as it comes: HTTP/2 `REFUSED_STREAM` and a graceful `GOAWAY`
+    /// retried, up to 2 times, no budget; nothing an HTTP/1 `503` ever triggers.
+    Defaults,
+    /// `reqwest::retry::for_host(host)` with a classifier that retries a `503`, as reqwest's docs show
+    /// it: a 20 % budget (10 s window, 10 retries a second in reserve), up to 2 retries, no delay.
+    ForHost503,
+}
+
+impl ReqwestRetry {
+    fn builder(self, host: &str) -> reqwest::ClientBuilder {
+        let builder = reqwest::Client::builder().no_proxy();
+        match self {
+            ReqwestRetry::Defaults => builder,
+            ReqwestRetry::ForHost503 => builder.retry(
+                reqwest::retry::for_host(host.to_owned()).classify_fn(|attempt| {
+                    if attempt.status() == Some(StatusCode::SERVICE_UNAVAILABLE) {
+                        attempt.retryable()
+                    } else {
+                        attempt.success()
+                    }
+                }),
+            ),
+        }
+    }
+}
+
+/// One line of a table over sockets: stagger's middleware (or none) over a reqwest client.
+struct Client<'a> {
+    name: &'static str,
+    stagger: Option<&'a Row>,
+    reqwest: ReqwestRetry,
+}
+
+/// stagger's rows over a reqwest client as it comes.
+fn stagger_rows(rows: &[Row]) -> Vec<Client<'_>> {
+    (rows.iter())
+        .map(|row| Client {
+            name: row.name,
+            stagger: Some(row),
+            reqwest: ReqwestRetry::Defaults,
+        })
+        .collect()
+}
+
+/// reqwest's own retry, alone and stacked under stagger's `row`.
+fn reqwest_rows(row: &Row) -> Vec<Client<'_>> {
+    vec![
+        Client {
+            name: "reqwest 0.13 retry defaults",
+            stagger: None,
+            reqwest: ReqwestRetry::Defaults,
+        },
+        Client {
+            name: "reqwest for_host, 503 retried",
+            stagger: None,
+            reqwest: ReqwestRetry::ForHost503,
+        },
+        Client {
+            name: "stagger over reqwest defaults",
+            stagger: Some(row),
+            reqwest: ReqwestRetry::Defaults,
+        },
+        Client {
+            name: "stagger over for_host 503",
+            stagger: Some(row),
+            reqwest: ReqwestRetry::ForHost503,
+        },
+    ]
+}
+
 /// Runs each row, one after the other (they share the loopback), printing its line as soon as it
 /// is done.
-fn run_rows(rows: &[Row], mut run: impl FnMut(&Row) -> Figures) -> Vec<(&'static str, Figures)> {
+fn run_rows(
+    rows: &[Client<'_>],
+    mut run: impl FnMut(&Client<'_>) -> Figures,
+) -> Vec<(&'static str, Figures)> {
     print_header();
     (rows.iter())
         .map(|row| {
@@ -77,21 +165,38 @@ fn run_rows(rows: &[Row], mut run: impl FnMut(&Row) -> Figures) -> Vec<(&'static
         .collect()
 }
 
-/// The server, and the instant its outage starts, which is when the clients send.
-type Shared = Arc<Mutex<(Server, Instant)>>;
+/// The header that names the client of a request, so that the server counts each client's attempts
+/// whoever retried them.
+const CLIENT: &str = "x-client";
 
-async fn handler(State(shared): State<Shared>) -> Response<Body> {
-    let mut shared = shared.lock().expect("the server's lock");
-    let now = shared.1.elapsed();
-    shared.0.answer(now).to_response()
+/// What the handler shares: the server, the instant its outage starts (when the clients send), and
+/// the attempts each client made.
+struct Shared {
+    server: Server,
+    start: Instant,
+    attempts: Vec<u32>,
 }
 
-async fn over_sockets(row: &Row, scenario: &Scenario) -> Figures {
+async fn handler(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> Response<Body> {
+    let mut shared = shared.lock().expect("the server's lock");
+    let client = (headers.get(CLIENT)).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if let Some(count) = client.and_then(|client| shared.attempts.get_mut(client)) {
+        *count += 1;
+    }
+    let now = shared.start.elapsed();
+    shared.server.answer(now).to_response()
+}
+
+async fn over_sockets(row: &Client<'_>, scenario: &Scenario) -> Figures {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
     let address = listener.local_addr().expect("an address");
-    let shared: Shared = Arc::new(Mutex::new((Server::new(scenario.server), Instant::now())));
+    let shared = Arc::new(Mutex::new(Shared {
+        server: Server::new(scenario.server),
+        start: Instant::now(),
+        attempts: vec![0; scenario.clients],
+    }));
     let app = axum::Router::new()
         .route("/", axum::routing::get(handler))
         .route("/warm-up", axum::routing::get(|| async {}))
@@ -107,47 +212,40 @@ async fn over_sockets(row: &Row, scenario: &Scenario) -> Figures {
 
     let mut clients = Vec::with_capacity(scenario.clients);
     for client in 0..scenario.clients {
-        let policy = row.policy(client_seed(scenario.seed, client));
         // One connection pool per client, as separate processes would have, with its connection
         // already open: the herd measures retries, not two hundred simultaneous handshakes.
-        let http = reqwest::Client::builder()
-            .no_proxy()
+        let http = (row.reqwest.builder(&address.ip().to_string()))
             .build()
             .expect("a reqwest client");
         let warm_up = http.get(format!("http://{address}/warm-up")).send().await;
         warm_up.expect("the server is up");
-        clients.push(
-            reqwest_middleware::ClientBuilder::new(http)
-                .with(RetryMiddleware::new(policy))
-                .build(),
-        );
+        let mut stack = reqwest_middleware::ClientBuilder::new(http);
+        if let Some(stagger) = row.stagger {
+            let policy = stagger.policy(client_seed(scenario.seed, client));
+            stack = stack.with(RetryMiddleware::new(policy));
+        }
+        clients.push(stack.build());
     }
 
     // Everyone, the server's outage included, starts at one instant shortly ahead, whatever it
     // takes to spawn them.
     let start = Instant::now() + Duration::from_millis(50);
-    shared.lock().expect("the server's lock").1 = start;
+    shared.lock().expect("the server's lock").start = start;
     let url = format!("http://{address}/");
     let clients: Vec<_> = (clients.into_iter())
-        .map(|client| {
+        .enumerate()
+        .map(|(index, client)| {
             let url = url.clone();
             tokio::spawn(async move {
                 tokio::time::sleep_until(start).await;
-                let result = client.get(&url).send().await;
-                let at = start.elapsed();
-                match result {
-                    Ok(response) => Finish {
-                        at,
-                        ok: response.status() == StatusCode::OK,
-                        attempts: (response.extensions().get::<RetryInfo>())
-                            .map_or(0, RetryInfo::attempts),
-                    },
-                    // Handed back as it came: a connection error, say. Counted as a give-up.
-                    Err(_) => Finish {
-                        at,
-                        ok: false,
-                        attempts: 0,
-                    },
+                let result = client.get(&url).header(CLIENT, index).send().await;
+                // Handed back as it came, a connection error say, is a give-up. Attempts are
+                // filled in from the server's count.
+                let ok = result.is_ok_and(|response| response.status() == StatusCode::OK);
+                Finish {
+                    at: start.elapsed(),
+                    ok,
+                    attempts: 0,
                 }
             })
         })
@@ -158,6 +256,9 @@ async fn over_sockets(row: &Row, scenario: &Scenario) -> Figures {
     }
     let _ = stop.send(());
     let _ = server.await;
-    let arrivals = std::mem::take(&mut shared.lock().expect("the server's lock").0.arrivals);
-    Figures::new(arrivals, &finishes)
+    let mut shared = shared.lock().expect("the server's lock");
+    for (finish, attempts) in finishes.iter_mut().zip(&shared.attempts) {
+        finish.attempts = *attempts;
+    }
+    Figures::new(std::mem::take(&mut shared.server.arrivals), &finishes)
 }

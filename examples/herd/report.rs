@@ -15,7 +15,8 @@ pub(crate) struct Finish {
     pub(crate) at: Duration,
     /// Whether the final response is a `200`.
     pub(crate) ok: bool,
-    /// Attempts made, from the [`RetryInfo`] the layer put in the response (0 if there is none).
+    /// Attempts made: from the [`RetryInfo`] the layer put in the response (0 if there is none), or
+    /// over sockets as the server counted them.
     pub(crate) attempts: u32,
 }
 
