@@ -2,7 +2,7 @@
 //! calls a result a success or fatal, or the policy stops, and ends with the last value or an error
 //! that says what the retries did.
 //!
-//! Its deadline and attempt timeout against real sockets are in `tests/faults.rs` (`generic_retry`),
+//! Its deadline and attempt timeout against real sockets are in `tests/faults/generic_retry.rs`,
 //! beside the other adapters'; its adaptive throttling is in `tests/overload.rs`, and how it judges a
 //! body that does not decode in `tests/classify.rs`.
 
