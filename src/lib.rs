@@ -173,6 +173,7 @@ pub mod tower;
 pub use crate::attempt::{RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
+pub use crate::engine::breaker::{Breaker, WhenDown};
 pub use crate::engine::builder::RetryPolicyBuilder;
 pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 
@@ -180,6 +181,7 @@ pub use crate::engine::restart_policy::{RestartPolicy, RestartPolicyBuilder};
 pub use crate::error::Rejected;
 pub use crate::error::{ConfigError, Elapsed, Error};
 pub use crate::guards::budget::{RetryBudget, RetryBudgetBuilder};
+pub use crate::guards::host_state::{HostReport, HostState};
 pub use crate::observe::metrics;
 pub use crate::replay::body::ReplayBody;
 pub use crate::retry::retry;

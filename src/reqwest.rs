@@ -309,7 +309,7 @@ impl RetryMiddleware {
             Ok(inner) => inner,
             Err(other) => match (other.elapsed(), other.rejected()) {
                 (Some(elapsed), _) => reqwest_middleware::Error::middleware(*elapsed),
-                (_, Some(rejected)) => reqwest_middleware::Error::middleware(*rejected),
+                (_, Some(rejected)) => reqwest_middleware::Error::middleware(rejected.clone()),
                 (None, None) => reqwest_middleware::Error::middleware(other),
             },
         })

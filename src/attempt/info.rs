@@ -67,6 +67,10 @@ pub enum StopReason {
     /// ([`GrpcMethod::retry_on`](crate::classify::GrpcMethod::retry_on)) leave out the status it
     /// failed with.
     OptedOut,
+    /// The request's host is down ([`Breaker`](crate::Breaker)): the request failed fast, or was held
+    /// for the host past the breaker's bound or the deadline, unsent; or a retry would have gone to
+    /// it, and the call ended with what it had.
+    HostDown,
     /// A supervised task reached its restart limit (see
     /// [`RestartPolicyBuilder::max_restarts`](crate::RestartPolicyBuilder::max_restarts)).
     MaxRestarts,
@@ -101,6 +105,7 @@ impl StopReason {
             Self::MaxRestarts => "max_restarts",
             Self::Pushback => "pushback",
             Self::OptedOut => "opted_out",
+            Self::HostDown => "host_down",
         }
     }
 }
@@ -122,6 +127,7 @@ impl fmt::Display for StopReason {
             Self::MaxRestarts => "restart limit reached",
             Self::Pushback => "server asked not to retry",
             Self::OptedOut => "opted out of retries",
+            Self::HostDown => "host down",
         })
     }
 }

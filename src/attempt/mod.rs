@@ -85,6 +85,8 @@ pub struct Attempt {
     pub(crate) transparent: bool,
     /// What the answer tells the host's cooldown.
     pub(crate) signal: HostSignal,
+    /// The attempt was answered (a response, whatever it says), not an error: the host is up.
+    pub(crate) answered: bool,
 }
 
 impl Attempt {
@@ -110,6 +112,7 @@ impl Attempt {
             opted_out: false,
             transparent: false,
             signal: HostSignal::Nothing,
+            answered: false,
         }
     }
 
@@ -279,6 +282,13 @@ impl Attempt {
     /// ```
     pub const fn transparent(mut self, transparent: bool) -> Self {
         self.transparent = transparent;
+        self
+    }
+
+    /// Whether the attempt was answered by its host (a response of any status), rather than ended by
+    /// an error: to the breaker, the host is up.
+    pub(crate) const fn answered(mut self, answered: bool) -> Self {
+        self.answered = answered;
         self
     }
 

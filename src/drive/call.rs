@@ -58,6 +58,9 @@ enum Pause {
     Yield,
     /// On the timer.
     Timer,
+    /// Held for a down host: on the timer (its next probe, the hold's end, the deadline), or until
+    /// the host is back, whichever comes first.
+    Held,
 }
 
 /// Whether the timer watches the deadline while the inner service gets ready for a retry.
@@ -252,6 +255,15 @@ impl<Res> Call<Res> {
     where
         R: Judge<Req, Res, E>,
     {
+        // A protocol whose deadline goes on the wire (gRPC's `grpc-timeout`) has it enforced below
+        // too: a channel's timer that fires in the same instant as ours, and is polled first, ends the
+        // attempt with an error. Once the deadline has passed, that error is the deadline's.
+        let answered = match answered {
+            AttemptEnd::Answered(Err(_)) if !R::KEEPS_LAST_RESPONSE && self.retry.out_of_time() => {
+                AttemptEnd::Deadline
+            }
+            answered => answered,
+        };
         let policy = self.retry.policy();
         let attempt = judge_attempt(replay, policy, held.sent(), &answered);
         let view = replay.view(held.sent());
@@ -325,7 +337,11 @@ impl<Res> Call<Res> {
             Phase::Pause(Pause::Yield)
         } else {
             self.timer.set(after(wait));
-            Phase::Pause(Pause::Timer)
+            if self.retry.held_for_host() {
+                Phase::Pause(Pause::Held)
+            } else {
+                Phase::Pause(Pause::Timer)
+            }
         };
     }
 
@@ -334,6 +350,11 @@ impl<Res> Call<Res> {
         match self.phase {
             Phase::Pause(Pause::Yield) => ready!(poll_zero_delay(cx)),
             Phase::Pause(Pause::Timer) => ready!(self.timer.poll(cx)),
+            Phase::Pause(Pause::Held) => {
+                if self.timer.poll(cx).is_pending() && self.retry.still_held(cx.waker()) {
+                    return Poll::Pending;
+                }
+            }
             Phase::Idle | Phase::Attempt(_) | Phase::Ready(_) => return Poll::Ready(()),
         }
         self.phase = Phase::Ready(DeadlineTimer::Unset);

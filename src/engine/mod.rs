@@ -3,9 +3,11 @@
 //! schedule of a supervised task.
 
 pub(crate) mod backoff;
+pub(crate) mod breaker;
 pub(crate) mod builder;
 pub(crate) mod policy;
 pub(crate) mod policy_guards;
+mod policy_hosts;
 pub(crate) mod restart;
 pub(crate) mod restart_policy;
 pub(crate) mod rng;

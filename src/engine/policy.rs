@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::classify::grpc::GrpcRules;
 use crate::classify::{ClassifyHttp, GrpcCodes, GrpcName, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
+use crate::engine::breaker::Breaker;
 use crate::engine::policy_guards::{Guards, RetryBudget};
 
 /// How a server's `Retry-After` combines with the backoff delay.
@@ -318,6 +319,12 @@ impl RetryPolicy {
     /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     pub fn host_cooldown(&self) -> bool {
         self.shared.guards.host_cooldown()
+    }
+
+    /// The breaker, if the policy has one (see
+    /// [`RetryPolicyBuilder::breaker`](crate::RetryPolicyBuilder::breaker)).
+    pub fn breaker(&self) -> Option<Breaker> {
+        self.shared.guards.breaker()
     }
 
     /// The most retries after the first attempt.

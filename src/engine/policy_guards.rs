@@ -15,26 +15,29 @@ use super::schedules::Schedules;
 use super::state::RetryState;
 use crate::attempt::{Attempt, StopReason};
 use crate::classify::{Reason, RequestView};
+use crate::engine::breaker::Breaker;
+use crate::engine::policy_hosts::rules;
 use crate::error::Rejected;
 use crate::guards::budget::{Account, RetryKind, Withdrawal};
-use crate::guards::cooldown::{self, Admission, Cooldowns, Pause};
+use crate::guards::host_state::HostStates;
 use crate::guards::hosts::Host;
 use crate::guards::throttle::Throttles;
-use crate::observe::log;
-use crate::observe::metrics;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+use crate::observe::{log, metrics};
 
 pub(crate) use crate::guards::budget::RetryBudget;
-pub(crate) use crate::guards::cooldown::Ticket;
+pub(crate) use crate::guards::host_state::HostTickets as Tickets;
 
 /// What the requests of a policy (and of its clones) keep together as they run: the retry budget's
-/// accounts, the hosts' cooldowns, the adaptive throttles, and the source of each request's jitter
-/// stream.
+/// accounts, the hosts' states (their pauses and their health), the adaptive throttles, and the
+/// source of each request's jitter stream.
 pub(crate) struct Guards {
     budget: Option<RetryBudget>,
-    /// The pauses hosts asked for, when `host_cooldown` is on.
-    cooldowns: Option<Cooldowns>,
+    /// The pauses hosts asked for, when `host_cooldown` is on, and their health, with a breaker.
+    hosts: Option<HostStates>,
+    breaker: Option<Breaker>,
     /// Each host's adaptive throttle, when `adaptive_throttle` is on.
-    throttles: Option<Throttles>,
+    pub(super) throttles: Option<Throttles>,
     streams: StreamSource,
 }
 
@@ -43,12 +46,15 @@ impl Guards {
     pub(crate) fn new(
         budget: Option<RetryBudget>,
         host_cooldown: bool,
+        breaker: Option<Breaker>,
         throttle: Option<(f64, Duration)>,
         seed: u64,
     ) -> Self {
         Self {
             budget,
-            cooldowns: host_cooldown.then(Cooldowns::new),
+            hosts: (host_cooldown || breaker.is_some())
+                .then(|| HostStates::new(host_cooldown, breaker.as_ref().map(rules), seed)),
+            breaker,
             throttles: throttle.map(|(k, window)| Throttles::new(k, window)),
             streams: StreamSource::new(seed),
         }
@@ -59,7 +65,16 @@ impl Guards {
     }
 
     pub(crate) fn host_cooldown(&self) -> bool {
-        self.cooldowns.is_some()
+        self.hosts.as_ref().is_some_and(HostStates::cooldown)
+    }
+
+    pub(crate) fn breaker(&self) -> Option<Breaker> {
+        self.breaker
+    }
+
+    /// The hosts' states, when the policy keeps them.
+    pub(crate) fn hosts(&self) -> Option<&HostStates> {
+        self.hosts.as_ref()
     }
 
     pub(crate) fn adaptive_throttle(&self) -> Option<f64> {
@@ -134,7 +149,7 @@ impl RetryState {
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
         let guards = &self.policy.shared.guards;
-        let cooling = guards.cooldowns.as_ref().is_some_and(Cooldowns::is_armed);
+        let cooling = guards.hosts.as_ref().is_some_and(HostStates::is_armed);
         let per_host = guards.budget.as_ref().is_some_and(RetryBudget::per_host);
         if !cooling && !per_host && guards.throttles.is_none() {
             return Ok(None);
@@ -182,91 +197,6 @@ impl RetryState {
             throttles
                 .of(request.and_then(Host::of))
                 .answered(Instant::now(), accepted);
-        }
-    }
-
-    /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
-    /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
-    /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
-    ///
-    /// Call it after every wait: the one [`before_first`](Self::before_first) asked for, and the
-    /// delay of a retry, before [`begin_retry`](Self::begin_retry); wait again as long as it asks.
-    #[inline]
-    pub fn recheck_pause(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<Option<Duration>, Rejected> {
-        match &self.policy.shared.guards.cooldowns {
-            Some(cooldowns) if cooldowns.is_armed() => self.wait_for_host(request),
-            _ => Ok(None),
-        }
-    }
-
-    #[cold]
-    pub(super) fn wait_for_host(
-        &mut self,
-        request: Option<&RequestView<'_>>,
-    ) -> Result<Option<Duration>, Rejected> {
-        let policy = self.policy.clone();
-        let shared = &*policy.shared;
-        let s = &shared.settings;
-        let (Some(cooldowns), Some(host)) = (&shared.guards.cooldowns, request.and_then(Host::of))
-        else {
-            return Ok(None);
-        };
-        let now = Instant::now();
-        let mut slot = self.delays.as_ref().and_then(|d| d.slot);
-        let admission = cooldowns.admit(host, now, &mut slot);
-        if admission == Admission::Go {
-            // The ticket the request goes with, to be shown with its answer; none off the pace.
-            match (&mut self.delays, slot) {
-                (Some(delays), slot) => delays.slot = slot,
-                (None, Some(sent)) => Schedules::of(&mut self.delays, shared).slot = Some(sent),
-                (None, None) => {}
-            }
-            return Ok(None);
-        }
-        if self.max_elapsed().is_some() && self.started.is_none() {
-            // The wait is part of the call.
-            self.started = Some(now);
-        }
-        let remaining = self.remaining();
-        let delays = Schedules::of(&mut self.delays, shared);
-        delays.slot = slot;
-        match cooldown::wait(admission, s.max_retry_after, remaining, |window| {
-            delays.transient.uniform(window)
-        }) {
-            Ok(wait) => {
-                // Before the first attempt the wait is the cooldown; before a retry, more sleep.
-                if self.attempts == 0 {
-                    let schedules = Schedules::of(&mut self.delays, shared);
-                    schedules.cooldown = schedules.cooldown.saturating_add(wait);
-                } else {
-                    self.sleep(wait);
-                }
-                log::cooling_down(request, wait);
-                metrics::cooldown_wait(request);
-                Ok(Some(wait))
-            }
-            Err(limit) => {
-                // The slot, if one was taken, goes unused.
-                Schedules::of(&mut self.delays, shared).slot = None;
-                if self.attempts == 0 {
-                    self.stop(StopReason::Cooldown, None, request);
-                } else {
-                    self.abandon(StopReason::Cooldown, request);
-                }
-                let info = self.info();
-                let left = admission.left();
-                Err(match limit {
-                    cooldown::Outlasts::MaxRetryAfter => {
-                        Rejected::over_max_retry_after(left, s.max_retry_after, info)
-                    }
-                    cooldown::Outlasts::Deadline => {
-                        Rejected::past_deadline(left, remaining.unwrap_or_default(), info)
-                    }
-                })
-            }
         }
     }
 
@@ -354,51 +284,6 @@ impl RetryState {
         attempt.retry_after = attempt.retry_after.max(kept.retry_after);
         attempt.throttled |= kept.throttled;
         attempt.refused_retry |= kept.refused_retry;
-    }
-
-    /// Records what an attempt's response says of its host: what it tells the host's cooldown, when
-    /// the policy keeps one, and whether the backend accepted it, for adaptive throttling.
-    pub(super) fn record_response(&self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        let guards = &self.policy.shared.guards;
-        let cooldown = guards
-            .cooldowns
-            .as_ref()
-            .filter(|cooldowns| attempt.signal.starts_a_cooldown() || cooldowns.is_armed());
-        let throttle = guards.throttles.as_ref();
-        if cooldown.is_none() && throttle.is_none() {
-            return;
-        }
-        // The host's name is hashed once for both.
-        let host = request.and_then(Host::of);
-        if let (Some(cooldowns), Some(host)) = (cooldown, host) {
-            let sent = self.delays.as_ref().and_then(|d| d.slot);
-            cooldowns.observe(host, attempt.signal, Instant::now(), sent);
-        }
-        if let Some(throttles) = throttle {
-            let accepted = !attempt.outcome.is_retryable();
-            throttles.of(host).answered(Instant::now(), accepted);
-        }
-    }
-
-    /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
-    /// request to the host goes before it ends.
-    pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
-        let cooldowns = self.policy.shared.guards.cooldowns.as_ref()?;
-        if !cooldowns.is_armed() {
-            return None;
-        }
-        cooldowns.hold(request.and_then(Host::of)?, Instant::now)
-    }
-
-    /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
-        let Some(cooldowns) = &self.policy.shared.guards.cooldowns else {
-            return false;
-        };
-        request
-            .and_then(Host::of)
-            .is_some_and(|host| cooldowns.holds_or_paces(host, Instant::now))
     }
 
     /// Pays for one retry of a failure for `failure` (a hedge: `None`) from the budget: from the

@@ -6,7 +6,10 @@ use std::time::Duration;
 use crate::classify::Reason;
 use crate::engine::backoff::DelayState;
 use crate::engine::policy::Shared;
-use crate::engine::policy_guards::Ticket;
+use tokio::time::Instant;
+
+use crate::engine::policy_guards::Tickets;
+use crate::guards::hosts::Host;
 
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
 /// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
@@ -17,8 +20,11 @@ pub(super) struct Schedules {
     /// Time waited for the host's pause before the first attempt: here rather than inline, since
     /// only a request that waited (and drew its wait's spread from here) has any.
     pub(super) cooldown: Duration,
-    /// The request's place in its host's queue, while it waits for it.
-    pub(super) slot: Option<Ticket>,
+    /// What the request holds of its host's state: its place in the host's queue while it waits for
+    /// it, what it met of the host's being down.
+    pub(super) hosts: Tickets,
+    /// Held for its down host, which it waits for since then.
+    pub(super) held: Option<(Host, Instant)>,
     /// What the answers set aside in the hedged race in flight asked of the retry after it.
     pub(super) set_aside: Option<SetAside>,
     /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.
@@ -47,7 +53,8 @@ impl Schedules {
                 transient: DelayState::new(&s.settings.backoff, s.guards.next_stream()),
                 throttle: None,
                 cooldown: Duration::ZERO,
-                slot: None,
+                hosts: Tickets::default(),
+                held: None,
                 set_aside: None,
                 failing: None,
                 deadline: None,

@@ -430,8 +430,9 @@ impl RetryState {
     /// The deadline passed while an attempt was in flight, which counts as made.
     pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
-        // To adaptive throttling, an answer not had in time.
+        // To adaptive throttling, an answer not had in time; to the breaker, a failure.
         self.count_answered(request, false);
+        self.record_unanswered(request);
         self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
     }
 
@@ -636,9 +637,11 @@ impl RetryState {
             floor = Some(pause.left);
             cause = DelayCause::Cooldown;
         }
+        if self.host_fails_fast(request) {
+            return (Decision::Stop(StopReason::HostDown), cause);
+        }
         let remaining = self.remaining();
-        // The generators are seeded at the first retry, so a request that succeeds at once pays nothing
-        // for them.
+        // Seeded at the first retry: a request that succeeds at once pays nothing for them.
         let schedules = Schedules::of(&mut self.delays, shared);
         // A transparent retry goes at once (A6), and leaves the backoff where it was.
         let backoff_delay = if attempt.transparent {

@@ -15,6 +15,8 @@ pub(crate) const MIN_THROTTLE_WINDOW: Duration = Duration::from_secs(1);
 /// The longest window of adaptive throttling: past it, an overload is remembered for minutes after it
 /// has ended.
 pub(crate) const MAX_THROTTLE_WINDOW: Duration = Duration::from_secs(300);
+pub(crate) const MAX_BREAKER_FAILURES: u32 = 10_000;
+pub(crate) const MAX_BREAKER_HOLD: Duration = Duration::from_secs(300);
 
 /// Why [`RetryPolicyBuilder::build`](crate::RetryPolicyBuilder::build) refused a configuration.
 ///
@@ -78,6 +80,17 @@ pub enum ConfigError {
     /// method's: neither `/package.Service/Method` nor `package.Service/Method`. No call would match
     /// its rule.
     GrpcMethodName(String),
+    /// [`Breaker::with_failures`](crate::Breaker::with_failures) must be within
+    /// 1..=[`Breaker::MAX_FAILURES`](crate::Breaker::MAX_FAILURES).
+    BreakerFailures(u32),
+    /// [`Breaker::hold`](crate::Breaker::hold) must be above zero (use
+    /// [`Breaker::fail_fast`](crate::Breaker::fail_fast)) and at most
+    /// [`Breaker::MAX_HOLD`](crate::Breaker::MAX_HOLD).
+    BreakerHold(Duration),
+    /// The breaker's probe backoff must start above zero.
+    BreakerProbe(Duration),
+    /// The breaker's probe backoff is not a valid backoff: why.
+    BreakerProbeBackoff(Box<ConfigError>),
 }
 
 impl fmt::Display for ConfigError {
@@ -154,6 +167,33 @@ impl fmt::Display for ConfigError {
                 "grpc_method's name must be /package.Service/Method (or package.Service/Method), \
                  got {name:?}: no call would match its rule"
             ),
+            Self::BreakerFailures(failures) => write!(
+                f,
+                "the breaker's failures in a row must be within 1..={}, got {failures}",
+                MAX_BREAKER_FAILURES
+            ),
+            Self::BreakerHold(bound) => {
+                if bound.is_zero() {
+                    write!(
+                        f,
+                        "the breaker's hold must be greater than zero, got {bound:?} \
+                         (use Breaker::fail_fast() for requests that fail at once)"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the breaker's hold must be at most {:?}, got {bound:?}: past it a request \
+                         would wait longer than any host's pause is ever held",
+                        MAX_BREAKER_HOLD
+                    )
+                }
+            }
+            Self::BreakerProbe(initial) => write!(
+                f,
+                "the breaker's probe backoff must start above zero, got {initial:?}: a down host \
+                 would be probed by every request"
+            ),
+            Self::BreakerProbeBackoff(error) => write!(f, "the breaker's probe backoff: {error}"),
             Self::ClassifierUnused => f.write_str(
                 "the policy's classifier would never be asked: classify_with judges every result \
                  with its closure (build the policy without classifier(), or use RetryLayer::new)",

@@ -7,7 +7,7 @@ use crate::attempt::{RetryInfo, StopReason};
 use crate::classify::AsError;
 
 /// The policy did not send the request: its host asked for a pause that outlasts what the policy
-/// waits for, or adaptive throttling rejected it locally.
+/// waits for, the breaker found the host down, or adaptive throttling rejected it locally.
 ///
 /// With [`adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle) on, a request to a
 /// backend that has been refusing most of what the client sent is rejected locally with the
@@ -66,16 +66,22 @@ use crate::classify::AsError;
     not(feature = "reqwest-middleware"),
     doc = "[`RetryMiddleware`]: crate#features"
 )]
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// With a [`Breaker`](crate::Breaker), a request to a host found down fails with this error when it
+/// is not sent ([`StopReason::HostDown`]): [`host`](Self::host) names the host, and
+/// [`pause`](Self::pause) is how long until its next probe.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
     pause: Duration,
     cause: Cause,
     info: RetryInfo,
 }
 
-/// What the pause outlasts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What the pause outlasts, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
 enum Cause {
+    /// The host is down: its name, and whether it is probed (`false`: marked down by hand).
+    HostDown { host: Box<str>, probed: bool },
     /// The policy's `max_retry_after`.
     MaxRetryAfter(Duration),
     /// The time left before the deadline.
@@ -107,6 +113,19 @@ impl Rejected {
         }
     }
 
+    /// The host named `host` is down; its next probe is `next_probe` away (`None`: it was marked down
+    /// by hand, and is not probed).
+    pub(crate) fn host_down(host: Box<str>, next_probe: Option<Duration>, info: RetryInfo) -> Self {
+        Self {
+            pause: next_probe.unwrap_or_default(),
+            cause: Cause::HostDown {
+                host,
+                probed: next_probe.is_some(),
+            },
+            info,
+        }
+    }
+
     /// Adaptive throttling rejected the request, with probability `p`.
     pub(crate) const fn throttled(p: f64, info: RetryInfo) -> Self {
         Self {
@@ -116,17 +135,29 @@ impl Rejected {
         }
     }
 
-    /// How much longer the host asked every request to wait; zero for a request adaptive throttling
+    /// How much longer the host asked every request to wait; for a host found down, how long until
+    /// its next probe (zero for one marked down by hand); zero for a request adaptive throttling
     /// rejected.
     pub const fn pause(&self) -> Duration {
         self.pause
     }
 
-    /// Why the request was not sent: [`StopReason::Cooldown`] or [`StopReason::Throttled`].
+    /// Why the request was not sent: [`StopReason::Cooldown`], [`StopReason::HostDown`] or
+    /// [`StopReason::Throttled`].
     pub const fn reason(&self) -> StopReason {
         match self.cause {
             Cause::Throttled(_) => StopReason::Throttled,
+            Cause::HostDown { .. } => StopReason::HostDown,
             Cause::MaxRetryAfter(_) | Cause::Deadline(_) => StopReason::Cooldown,
+        }
+    }
+
+    /// The host found down, as requests name it (`name` or `name:port`), for
+    /// [`StopReason::HostDown`].
+    pub fn host(&self) -> Option<&str> {
+        match &self.cause {
+            Cause::HostDown { host, .. } => Some(host),
+            _ => None,
         }
     }
 
@@ -134,7 +165,7 @@ impl Rejected {
     pub const fn throttle_probability(&self) -> Option<f64> {
         match self.cause {
             Cause::Throttled(p) => Some(p),
-            Cause::MaxRetryAfter(_) | Cause::Deadline(_) => None,
+            _ => None,
         }
     }
 
@@ -146,11 +177,25 @@ impl Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Cause::Throttled(p) = self.cause {
-            return write!(
-                f,
-                "not sent: throttled locally, the backend refused most recent requests (p = {p:.2})"
-            );
+        match &self.cause {
+            Cause::Throttled(p) => {
+                return write!(
+                    f,
+                    "not sent: throttled locally, the backend refused most recent requests (p = {p:.2})"
+                );
+            }
+            Cause::HostDown { host, probed: true } => {
+                return write!(
+                    f,
+                    "not sent: host {host} is down, next probe in {:?}",
+                    self.pause
+                );
+            }
+            Cause::HostDown {
+                host,
+                probed: false,
+            } => return write!(f, "not sent: host {host} was marked down"),
+            _ => {}
         }
         write!(
             f,
@@ -160,7 +205,7 @@ impl fmt::Display for Rejected {
         match self.cause {
             Cause::MaxRetryAfter(max) => write!(f, "longer than max_retry_after ({max:?})"),
             Cause::Deadline(left) => write!(f, "past the deadline ({left:?} left)"),
-            Cause::Throttled(_) => Ok(()),
+            Cause::Throttled(_) | Cause::HostDown { .. } => Ok(()),
         }
     }
 }

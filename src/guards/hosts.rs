@@ -26,14 +26,35 @@ impl Host {
     /// pause it asked for, its budget and its throttle hold for every request to it. Another port is
     /// another host.
     pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
-        let name = request.host()?;
+        Some(Self::hash(request.host()?, request.port()))
+    }
+
+    /// The host a user names, `name` or `name:port` (`[::1]:8080` for an IPv6 address), and its name
+    /// as the reports write it (lower case, a default port left out); `None` if it names no host.
+    pub(crate) fn named(authority: &str) -> Option<(Self, Box<str>)> {
+        let authority: http::uri::Authority = authority.parse().ok()?;
+        let name = authority.host().to_ascii_lowercase();
+        if name.is_empty() {
+            return None;
+        }
+        let port = authority
+            .port_u16()
+            .filter(|port| !matches!(port, 80 | 443));
+        let shown = match port {
+            Some(port) => format!("{name}:{port}"),
+            None => name.clone(),
+        };
+        Some((Self::hash(&name, port), shown.into_boxed_str()))
+    }
+
+    fn hash(name: &str, port: Option<u16>) -> Self {
         let mut hasher = DefaultHasher::new();
         for byte in name.bytes() {
             hasher.write_u8(byte.to_ascii_lowercase());
         }
-        let port = request.port().filter(|port| !matches!(port, 80 | 443));
+        let port = port.filter(|port| !matches!(port, 80 | 443));
         port.hash(&mut hasher);
-        Some(Self(hasher.finish()))
+        Self(hasher.finish())
     }
 
     /// The host as a starting credit's withdrawal records it: the low 55 bits of its hash, which a

@@ -2,6 +2,6 @@
 //! budget, the host cooldown and adaptive throttling.
 
 pub(crate) mod budget;
-pub(crate) mod cooldown;
+pub(crate) mod host_state;
 pub(crate) mod hosts;
 pub(crate) mod throttle;

@@ -103,9 +103,10 @@ where
         },
         Err(error) => AttemptResult::Error(error.as_error()),
     };
+    let answered = matches!(seen, AttemptResult::Response { .. });
     let classified = |request: &RequestView<'_>| {
         let outcome = policy.classifier().classify(request, &seen);
-        Attempt::new(outcome).idempotent(policy.is_idempotent(request))
+        (Attempt::new(outcome).idempotent(policy.is_idempotent(request))).answered(answered)
     };
     // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
     // and is judged without a look at gRPC's rules or headers.

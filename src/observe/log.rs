@@ -18,7 +18,8 @@
 //! |---|---|
 //! | `error.type` | why the attempt failed: a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or a custom classifier's [`Reason::Other`] ([`Reason::as_str`]) |
 //! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry), `opted_out` (a gRPC method's rule leaves the status out); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
+//! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry), `opted_out` (a gRPC method's rule leaves the status out), `host_down` (the breaker found the host down); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
+//! | `host.state` | a host's health, on its changes ([`Breaker`](crate::Breaker)): `down` (a `warn`, with `failures`), `probing` (a `debug`, with `probe`), `up` (an `info`, with `down_ms` and `held`) |
 //! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
 //!
 //! A restart's event also carries `restart` (which restart, from 1), `failures` (the runs in a row that
@@ -111,6 +112,47 @@ pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
         delay_ms = millis(wait),
         delay.reason = DelayCause::Cooldown.as_str(),
         "waiting for the host's pause"
+    );
+}
+
+/// The breaker found a request's host down after `failures` attempts in a row failed: a `warn`.
+pub(crate) fn host_down(view: Option<&RequestView<'_>>, failures: u32) {
+    event!(WARN, view, failures, host.state = "down", "host down");
+}
+
+/// A request goes to its down host as its probe, the `probe`-th.
+pub(crate) fn probing(view: Option<&RequestView<'_>>, probe: u32) {
+    event!(
+        DEBUG,
+        view,
+        probe,
+        host.state = "probing",
+        "probing a down host"
+    );
+}
+
+/// A probe to a request's host was answered after it was down for `down_for`, with `held` requests
+/// waiting for it: an `info`.
+pub(crate) fn host_up(view: Option<&RequestView<'_>>, down_for: Duration, held: usize) {
+    event!(
+        INFO,
+        view,
+        down_ms = millis(down_for),
+        held,
+        host.state = "up",
+        "host up"
+    );
+}
+
+/// A host marked down (`down`) or up by hand, through [`RetryPolicy::mark_down`](crate::RetryPolicy::mark_down).
+pub(crate) fn host_marked(host: &str, down: bool) {
+    let state = if down { "down" } else { "up" };
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::WARN,
+        server.address = host,
+        host.state = state,
+        "host marked by hand"
     );
 }
 

@@ -44,7 +44,7 @@
 //! | `server.address` | the request's host, for the first [`MAX_SERVER_ADDRESSES`] distinct hosts the process records; every later host is `_OTHER` |
 //! | `error.type` | a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or the name a custom classifier gave [`Reason::Other`](crate::Reason::Other) ([`Reason::as_str`](crate::Reason::as_str)) |
 //! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
-//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback`, `opted_out` ([`StopReason::as_str`](crate::StopReason::as_str)) |
+//! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback`, `opted_out`, `host_down` ([`StopReason::as_str`](crate::StopReason::as_str)) |
 //! | `run.outcome` | `failed`, or `returned` (a run that returned `Ok`, restarted with `restart_on_return`) |
 //!
 //! The `tracing` events carry the same tokens in their `error.type`, `delay.reason`, `stop.reason` and
@@ -91,6 +91,9 @@ pub const BUDGET_REFUSALS: &str = "stagger.budget.refusals";
 pub const THROTTLE_REJECTIONS: &str = "stagger.throttle.rejections";
 /// Counter: requests held for their host's pause.
 pub const COOLDOWN_WAITS: &str = "stagger.cooldown.waits";
+/// Counter: changes of a host's health ([`Breaker`](crate::Breaker)), by `host.state`: `down` (found
+/// down, or marked), `probing` (a probe sent), `up` (a probe answered, or marked up).
+pub const HOST_STATE_CHANGES: &str = "stagger.host.state_changes";
 /// Counter: calls that ended while still failing, by `stop.reason`.
 pub const CALLS_GIVEN_UP: &str = "stagger.calls.given_up";
 /// Histogram: attempts per call.
@@ -109,7 +112,7 @@ pub const RESTARTS_GIVEN_UP: &str = "stagger.restarts.given_up";
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) use imp::hedge;
-pub(crate) use imp::{call_ended, cooldown_wait, restart, restarts_given_up, retry};
+pub(crate) use imp::{call_ended, cooldown_wait, host_state, restart, restarts_given_up, retry};
 
 #[cfg(feature = "metrics")]
 mod imp {
@@ -260,6 +263,11 @@ mod imp {
                 "Requests held for a host's pause"
             );
             describe_counter!(
+                HOST_STATE_CHANGES,
+                Unit::Count,
+                "Changes of a host's health: down, probing, up"
+            );
+            describe_counter!(
                 CALLS_GIVEN_UP,
                 Unit::Count,
                 "Calls that ended while still failing"
@@ -321,6 +329,12 @@ mod imp {
         counter!(COOLDOWN_WAITS, labels(view)).increment(1);
     }
 
+    pub(crate) fn host_state(view: Option<&RequestView<'_>>, state: &'static str) {
+        let mut labels = labels(view);
+        labels.push(Label::from_static_parts("host.state", state));
+        counter!(HOST_STATE_CHANGES, labels).increment(1);
+    }
+
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn hedge(view: Option<&RequestView<'_>>) {
         counter!(HEDGES, labels(view)).increment(1);
@@ -371,6 +385,9 @@ mod imp {
 
     #[inline(always)]
     pub(crate) fn cooldown_wait(_: Option<&RequestView<'_>>) {}
+
+    #[inline(always)]
+    pub(crate) fn host_state(_: Option<&RequestView<'_>>, _: &'static str) {}
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline(always)]

@@ -360,15 +360,15 @@ impl Client {
                     }
                     rejected.map_or_else(
                         || Failure::Other(error.to_string()),
-                        |r| Failure::Rejected(*r),
+                        |r| Failure::Rejected(r.clone()),
                     )
                 })
             }
             Self::Layer(service) => {
                 let request = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
                 service.clone().oneshot(request).await.map_err(|error| {
-                    let rejected = error.rejected().copied();
-                    if let Some(rejected) = rejected {
+                    let rejected = error.rejected().cloned();
+                    if let Some(rejected) = &rejected {
                         // The error says what the retries did, as the rejection does.
                         assert_eq!(error.info(), rejected.info());
                     }

@@ -169,6 +169,21 @@ async fn the_caller_s_deadline_ends_the_call_with_deadline_exceeded() {
     );
 }
 
+/// A channel below the layer enforces the `grpc-timeout` it is sent: its timer and the layer's fire in
+/// the same instant, and the attempt, polled first, ends with the channel's error. The deadline has
+/// passed: the call ends as the deadline's, `DEADLINE_EXCEEDED`, not with the channel's error (which
+/// tonic would turn into `CANCELLED "Timeout expired"`).
+#[tokio::test(start_paused = true)]
+async fn a_channel_s_own_timeout_at_the_caller_s_deadline_is_the_deadline_s() {
+    let (result, took, seen) = send(RetryPolicy::default(), call("/a.B/C", Some("500m")), |_| {
+        let expired = std::io::Error::new(std::io::ErrorKind::TimedOut, "Timeout expired");
+        (ms(500), Err(expired))
+    })
+    .await;
+    assert_eq!((took, seen.len()), (ms(500), 1));
+    assert_eq!(code_of(&result), Some(4), "DEADLINE_EXCEEDED: {result:?}");
+}
+
 /// A pushback past the caller's deadline is not waited out: the call ends at once with the status
 /// in hand.
 #[tokio::test(start_paused = true)]

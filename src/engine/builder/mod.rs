@@ -8,13 +8,16 @@ use std::time::Duration;
 use crate::classify::grpc::{GrpcMethod, GrpcName, GrpcRules};
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
+use crate::engine::breaker::Breaker;
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
 use crate::engine::policy_guards::{Guards, RetryBudget};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
+use hosts::check_breaker;
 
 mod grpc;
+mod hosts;
 mod sending;
 mod throttling;
 
@@ -40,6 +43,7 @@ pub struct RetryPolicyBuilder {
     /// The rules of `grpc_method`, by the names given, checked by `build`.
     grpc_methods: Vec<(String, GrpcMethod)>,
     host_cooldown: bool,
+    breaker: Option<Breaker>,
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
     budget: Budget,
@@ -63,6 +67,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("backoff", &self.settings.backoff)
             .field("throttle_backoff", &self.settings.throttle_backoff)
             .field("host_cooldown", &self.host_cooldown)
+            .field("breaker", &self.breaker)
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
             .field("replay_buffer", &self.settings.replay_buffer)
@@ -140,6 +145,7 @@ impl RetryPolicyBuilder {
             },
             grpc_methods: Vec::new(),
             host_cooldown: false,
+            breaker: None,
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             budget: Budget::Default,
@@ -538,6 +544,9 @@ impl RetryPolicyBuilder {
         if let Some(delay) = self.settings.hedge_after.filter(Duration::is_zero) {
             return Err(ConfigError::HedgeAfter(delay));
         }
+        if let Some(breaker) = &self.breaker {
+            check_breaker(breaker)?;
+        }
         let budget = match self.budget {
             Budget::Default => Some(RetryBudget::default()),
             Budget::Given(budget) => Some(budget),
@@ -550,7 +559,7 @@ impl RetryPolicyBuilder {
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 settings: self.settings,
-                guards: Guards::new(budget, self.host_cooldown, throttle, seed),
+                guards: Guards::new(budget, self.host_cooldown, self.breaker, throttle, seed),
             }),
         })
     }

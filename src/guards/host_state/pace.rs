@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{MIN_ROUND, Stage, Ticket};
+use super::cooldown::MIN_ROUND;
+use super::{Stage, Ticket};
 
 /// The search for a faster pace stops once the pace is within this factor of the slowest refused:
 /// each step below the host's rate costs a refusal, and a request's turn.

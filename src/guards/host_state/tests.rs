@@ -4,6 +4,7 @@ use std::collections::BinaryHeap;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use super::cooldown::Phase;
 use super::*;
 
 fn secs(n: u64) -> Duration {
@@ -55,13 +56,13 @@ const ACCEPTED: HostSignal = HostSignal::Accepted {
 
 #[test]
 fn a_refusal_holds_its_host_until_its_delay_has_passed_and_no_other() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     let (a, b) = (Host::from_raw(1), Host::from_raw(2));
     assert_eq!(cooldowns.hold(a, || t0), None);
     assert!(!cooldowns.is_armed());
 
-    cooldowns.observe(a, refused(secs(10)), t0, None);
+    cooldowns.observe_cooldown(a, refused(secs(10)), t0, None);
     assert_eq!(
         cooldowns.hold(a, || t0 + secs(4)),
         Some(Pause {
@@ -71,37 +72,40 @@ fn a_refusal_holds_its_host_until_its_delay_has_passed_and_no_other() {
     );
     assert_eq!(cooldowns.hold(b, || t0 + secs(4)), None);
     // A shorter refusal during the hold does not cut it short; a longer one extends it.
-    cooldowns.observe(a, refused(secs(1)), t0 + secs(5), None);
+    cooldowns.observe_cooldown(a, refused(secs(1)), t0 + secs(5), None);
     assert_eq!(cooldowns.hold(a, || t0 + secs(5)).unwrap().left, secs(5));
-    cooldowns.observe(a, refused(secs(20)), t0 + secs(5), None);
+    cooldowns.observe_cooldown(a, refused(secs(20)), t0 + secs(5), None);
     assert_eq!(cooldowns.hold(a, || t0 + secs(5)).unwrap().left, secs(20));
     // A waiter during the hold is spread over the delay asked after it.
     let mut slot = None;
     assert_eq!(
-        cooldowns.admit(a, t0 + secs(5), &mut slot),
+        cooldowns.admit_cooldown(a, t0 + secs(5), &mut slot),
         Admission::Spread(Pause {
             left: secs(20),
             asked: secs(20)
         })
     );
     // Long after, with nothing refused while probing, the host has left the table.
-    assert_eq!(cooldowns.admit(a, t0 + secs(100), &mut slot), Admission::Go);
+    assert_eq!(
+        cooldowns.admit_cooldown(a, t0 + secs(100), &mut slot),
+        Admission::Go
+    );
     assert!(!cooldowns.is_armed());
     assert_eq!(cooldowns.len(), 0);
 }
 
 #[test]
 fn a_hold_of_years_lasts_max_hold() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     let host = Host::from_raw(1);
-    cooldowns.observe(host, refused(Duration::from_secs(999_999_999)), t0, None);
+    cooldowns.observe_cooldown(host, refused(Duration::from_secs(999_999_999)), t0, None);
     assert_eq!(cooldowns.hold(host, || t0).unwrap().left, MAX_HOLD);
     assert_eq!(cooldowns.hold(host, || t0 + MAX_HOLD), None);
     // Then the host is probed: a request goes.
     let mut slot = None;
     assert_eq!(
-        cooldowns.admit(host, t0 + MAX_HOLD, &mut slot),
+        cooldowns.admit_cooldown(host, t0 + MAX_HOLD, &mut slot),
         Admission::Go
     );
     // A quota spent until the end of time, on a success, is bounded the same.
@@ -110,24 +114,24 @@ fn a_hold_of_years_lasts_max_hold() {
         spent: Some(Duration::MAX),
         pace: None,
     };
-    cooldowns.observe(other, spent, t0, None);
+    cooldowns.observe_cooldown(other, spent, t0, None);
     assert_eq!(cooldowns.hold(other, || t0).unwrap().left, MAX_HOLD);
 }
 
 #[test]
 fn a_stated_rate_paces_the_host_from_the_first_refusal() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     let host = Host::from_raw(1);
     let signal = HostSignal::Refused {
         asked: secs(1),
         pace: Some(ms(200)),
     };
-    cooldowns.observe(host, signal, t0, None);
+    cooldowns.observe_cooldown(host, signal, t0, None);
     let slots: Vec<_> = (0..3)
         .map(|_| {
             let mut slot = None;
-            cooldowns.admit(host, t0 + ms(10), &mut slot)
+            cooldowns.admit_cooldown(host, t0 + ms(10), &mut slot)
         })
         .collect();
     let at = |ms_from_now| Admission::Slot(ms(ms_from_now));
@@ -138,22 +142,22 @@ fn a_stated_rate_paces_the_host_from_the_first_refusal() {
     let mut ticket = None;
     // Its place is at 1.6 s: it looks again at 0.81 s, and waits the rest.
     assert_eq!(
-        cooldowns.admit(host, t0 + ms(10), &mut ticket),
+        cooldowns.admit_cooldown(host, t0 + ms(10), &mut ticket),
         Admission::Slot(ms(800))
     );
     assert!(ticket.is_some());
     assert_eq!(
-        cooldowns.admit(host, t0 + ms(810), &mut ticket),
+        cooldowns.admit_cooldown(host, t0 + ms(810), &mut ticket),
         Admission::Slot(ms(790))
     );
     assert_eq!(
-        cooldowns.admit(host, t0 + ms(1600), &mut ticket),
+        cooldowns.admit_cooldown(host, t0 + ms(1600), &mut ticket),
         Admission::Go
     );
     // The ticket now says which pace it went at, for its answer; its next attempt queues anew.
     assert!(ticket.is_some());
     assert_eq!(
-        cooldowns.admit(host, t0 + ms(1600), &mut ticket),
+        cooldowns.admit_cooldown(host, t0 + ms(1600), &mut ticket),
         Admission::Slot(ms(200))
     );
 }
@@ -197,22 +201,22 @@ fn the_wait_spreads_over_the_delay_asked_and_never_past_the_limits() {
 
 #[test]
 fn zero_delays_are_refusals_without_a_hold() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     let host = Host::from_raw(1);
-    cooldowns.observe(host, refused(Duration::ZERO), t0, None);
+    cooldowns.observe_cooldown(host, refused(Duration::ZERO), t0, None);
     assert_eq!(cooldowns.hold(host, || t0), None);
     assert!(cooldowns.is_armed(), "probing: the host's rate is measured");
 }
 
 #[test]
 fn the_table_stays_bounded_under_100_000_hosts() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     for n in 0..100_000u64 {
         // Each hold outlasts the run, so none has ended when room is needed.
         let asked = secs(200) + Duration::from_millis(n);
-        cooldowns.observe(Host::from_raw(n), refused(asked), t0, None);
+        cooldowns.observe_cooldown(Host::from_raw(n), refused(asked), t0, None);
         assert!(cooldowns.len() <= MAX_HOSTS);
     }
     assert!(cooldowns.len() > MAX_HOSTS * 7 / 8, "{}", cooldowns.len());
@@ -223,12 +227,12 @@ fn the_table_stays_bounded_under_100_000_hosts() {
 
 #[test]
 fn ended_entries_make_room_first() {
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let t0 = Instant::now();
     for n in 0..MAX_HOSTS as u64 {
-        cooldowns.observe(Host::from_raw(n), refused(secs(1)), t0, None);
+        cooldowns.observe_cooldown(Host::from_raw(n), refused(secs(1)), t0, None);
     }
-    cooldowns.observe(
+    cooldowns.observe_cooldown(
         Host::from_raw(u64::MAX),
         refused(secs(1)),
         t0 + secs(20),
@@ -288,7 +292,7 @@ fn run(
         Answer { caller: usize, admitted: bool },
         Ask { caller: usize },
     }
-    let cooldowns = Cooldowns::new();
+    let cooldowns = HostStates::for_cooldown();
     let host = Host::from_raw(1);
     let t0 = Instant::now();
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -306,7 +310,7 @@ fn run(
         assert!(steps < 10_000_000, "the run does not end");
         match event {
             Event::Ask { caller } => match if cooldown {
-                cooldowns.admit(host, t0 + at, &mut tickets[caller])
+                cooldowns.admit_cooldown(host, t0 + at, &mut tickets[caller])
             } else {
                 Admission::Go
             } {
@@ -334,7 +338,8 @@ fn run(
                         .hosts
                         .values()
                         .next()
-                        .map(|e| match e.phase {
+                        .and_then(|e| e.cooldown.as_ref())
+                        .map(|c| match c.phase {
                             Phase::Paced(p) => format!(
                                 "pace {:?} refused_at {:?} good {:?}",
                                 p.pace, p.refused_at, p.good
@@ -349,7 +354,7 @@ fn run(
                     );
                 }
                 if admitted {
-                    cooldowns.observe(host, ACCEPTED, t0 + at, tickets[caller]);
+                    cooldowns.observe_cooldown(host, ACCEPTED, t0 + at, tickets[caller]);
                     let took = at - started[caller];
                     LONGEST_CALL.with(|m| m.set(m.get().max(took)));
                     started[caller] = at;
@@ -361,7 +366,7 @@ fn run(
                     }
                 } else {
                     refusals += 1;
-                    cooldowns.observe(host, refused(secs(1)), t0 + at, tickets[caller]);
+                    cooldowns.observe_cooldown(host, refused(secs(1)), t0 + at, tickets[caller]);
                     let retry = secs(1) + secs(1).mul_f64(rng.random());
                     events.push(Reverse((at + retry, Event::Ask { caller })));
                 }

@@ -1,0 +1,389 @@
+//! The state machine's dealings with its hosts' states: before an attempt, the host's pause and
+//! whether it is down (held for it, or failing fast); after one, what the answer says of the host's
+//! pause and health; and what a policy reports of its hosts ([`RetryPolicy::host_state`]). With
+//! `policy_guards.rs`, the only engine file that reads `guards/`.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::time::Instant;
+
+use super::schedules::Schedules;
+use super::state::RetryState;
+use crate::attempt::{Attempt, StopReason};
+use crate::classify::{GrpcCode, Outcome, Reason, RequestView};
+use crate::engine::backoff::{Backoff, DelayState};
+use crate::engine::breaker::Breaker;
+use crate::engine::policy::RetryPolicy;
+use crate::engine::policy_guards::Tickets;
+use crate::error::Rejected;
+use crate::guards::host_state::{
+    self, Admission, Change, Health, HostReport, HostState, Pause, ProbeDelays, ProbeSchedule,
+    Rules,
+};
+use crate::guards::hosts::Host;
+use crate::observe::log;
+use crate::observe::metrics;
+
+/// The part of [`RetryPolicy`]'s inherent `impl` that reports on its hosts and marks them by hand
+/// (the rest is in `policy.rs`).
+impl RetryPolicy {
+    /// What the policy knows of `host` (`name` or `name:port`, as requests name it: a default port
+    /// may be written or not, any case): up, held for a pause it asked, paced, down, recovering. A
+    /// policy without the host cooldown or a breaker knows every host as up; so does one for a name
+    /// it cannot read.
+    ///
+    /// ```
+    /// use stagger::{Breaker, HostState, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder().breaker(Breaker::fail_fast()).build()?;
+    /// assert_eq!(policy.host_state("api.example.com"), HostState::Up { failures: 0 });
+    /// assert!(policy.mark_down("api.example.com:443"));
+    /// assert!(matches!(policy.host_state("API.example.com"), HostState::Down { next_probe: None, .. }));
+    /// assert_eq!(policy.hosts()[0].host, "api.example.com");
+    /// assert!(policy.mark_up("api.example.com"));
+    /// assert_eq!(policy.host_state("api.example.com"), HostState::Up { failures: 0 });
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn host_state(&self, host: &str) -> HostState {
+        let up = HostState::Up { failures: 0 };
+        match (self.shared.guards.hosts(), Host::named(host)) {
+            (Some(hosts), Some((host, _))) => hosts.state(host, Instant::now()),
+            _ => up,
+        }
+    }
+
+    /// Every host the policy keeps a state for (one that is not simply up with nothing to remember),
+    /// by name, for a health endpoint. Empty without the host cooldown or a breaker.
+    pub fn hosts(&self) -> Vec<HostReport> {
+        (self.shared.guards.hosts()).map_or_else(Vec::new, |hosts| hosts.report(Instant::now()))
+    }
+
+    /// Marks `host` down by hand (`name` or `name:port`): nothing is sent to it, and it is not
+    /// probed, until [`mark_up`](Self::mark_up); requests to it fail at once with
+    /// [`Rejected`](crate::Rejected) ([`StopReason::HostDown`]). `false` when the policy has no
+    /// breaker, or `host` is not a host's name.
+    pub fn mark_down(&self, host: &str) -> bool {
+        let (Some(hosts), Some((key, name))) = (self.shared.guards.hosts(), Host::named(host))
+        else {
+            return false;
+        };
+        let marked = hosts.mark_down(key, name, Instant::now());
+        if marked {
+            log::host_marked(host, true);
+        }
+        marked
+    }
+
+    /// Marks `host` up by hand, down or not: the requests held for it go at the rate they came, new
+    /// ones at once. `false` when the policy has no breaker, or `host` is not a host's name.
+    pub fn mark_up(&self, host: &str) -> bool {
+        let Some(hosts) = self
+            .shared
+            .guards
+            .hosts()
+            .filter(|hosts| hosts.breaker().is_some())
+        else {
+            return false;
+        };
+        let Some((key, _)) = Host::named(host) else {
+            return false;
+        };
+        if hosts.mark_up(key, Instant::now()).is_some() {
+            log::host_marked(host, false);
+        }
+        true
+    }
+}
+
+impl RetryState {
+    /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
+    /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
+    /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
+    ///
+    /// Call it after every wait: the one [`before_first`](Self::before_first) asked for, and the
+    /// delay of a retry, before [`begin_retry`](Self::begin_retry); wait again as long as it asks.
+    #[inline]
+    pub fn recheck_pause(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+    ) -> Result<Option<Duration>, Rejected> {
+        match self.policy.shared.guards.hosts() {
+            Some(hosts) if hosts.is_armed() => self.wait_for_host(request),
+            _ => Ok(None),
+        }
+    }
+
+    #[cold]
+    pub(super) fn wait_for_host(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+    ) -> Result<Option<Duration>, Rejected> {
+        let policy = self.policy.clone();
+        let shared = &*policy.shared;
+        let s = &shared.settings;
+        let (Some(hosts), Some(view), Some(host)) =
+            (shared.guards.hosts(), request, request.and_then(Host::of))
+        else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        self.end_held_wait(now);
+        let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
+        let probes = tickets.down.map(|ticket| ticket.is_probe());
+        let admission = hosts.admit(host, now, &mut tickets);
+        if self.delays.is_some() || tickets != Tickets::default() {
+            // The tickets the request goes or waits with, to be shown with its answer.
+            Schedules::of(&mut self.delays, shared).hosts = tickets;
+        }
+        if let Some(ticket) = tickets.down
+            && ticket.is_probe()
+            && probes != Some(true)
+        {
+            log::probing(request, ticket.probe_number());
+            metrics::host_state(request, "probing");
+        }
+        if admission == Admission::Go {
+            return Ok(None);
+        }
+        if self.max_elapsed().is_some() && self.started.is_none() {
+            // The wait is part of the call.
+            self.started = Some(now);
+        }
+        let remaining = self.remaining();
+        let delays = Schedules::of(&mut self.delays, shared);
+        match host_state::wait(admission, s.max_retry_after, remaining, |window| {
+            delays.transient.uniform(window)
+        }) {
+            Ok(wait) => {
+                if let Admission::HeldDown(_) = admission {
+                    // Held for a down host: counted when the wait ends, which its coming back may
+                    // make sooner.
+                    delays.held = Some((host, now));
+                } else if self.attempts == 0 {
+                    // Before the first attempt the wait is the cooldown; before a retry, more sleep.
+                    let schedules = Schedules::of(&mut self.delays, shared);
+                    schedules.cooldown = schedules.cooldown.saturating_add(wait);
+                } else {
+                    self.sleep(wait);
+                }
+                log::cooling_down(request, wait);
+                metrics::cooldown_wait(request);
+                Ok(Some(wait))
+            }
+            Err(limit) => {
+                // The slot, if one was taken, goes unused.
+                Schedules::of(&mut self.delays, shared).hosts.slot = None;
+                let reason = match admission {
+                    Admission::HeldDown(_) | Admission::Down(_) => StopReason::HostDown,
+                    _ => StopReason::Cooldown,
+                };
+                if self.attempts == 0 {
+                    self.stop(reason, None, request);
+                } else {
+                    self.abandon(reason, request);
+                }
+                let info = self.info();
+                let left = admission.left();
+                Err(match (admission, limit) {
+                    (Admission::HeldDown(_) | Admission::Down(_), _) => {
+                        let next_probe = match admission {
+                            Admission::Down(next) => next,
+                            _ => Some(left),
+                        };
+                        Rejected::host_down(host_state::name_of(view), next_probe, info)
+                    }
+                    (_, host_state::Outlasts::MaxRetryAfter) => {
+                        Rejected::over_max_retry_after(left, s.max_retry_after, info)
+                    }
+                    (_, host_state::Outlasts::Deadline | host_state::Outlasts::HostDown) => {
+                        Rejected::past_deadline(left, remaining.unwrap_or_default(), info)
+                    }
+                })
+            }
+        }
+    }
+
+    /// A wait for a down host, if one was under way, is over at `now`: it counts as the cooldown
+    /// before a first attempt, as sleep before a retry.
+    fn end_held_wait(&mut self, now: Instant) {
+        let Some((_, since)) = self.delays.as_mut().and_then(|d| d.held.take()) else {
+            return;
+        };
+        let waited = now.saturating_duration_since(since);
+        if self.attempts == 0 {
+            let schedules = Schedules::of(&mut self.delays, &self.policy.shared);
+            schedules.cooldown = schedules.cooldown.saturating_add(waited);
+        } else {
+            self.sleep(waited);
+        }
+    }
+
+    /// Whether the request is waiting for its down host to come back: if so, `waker` is woken when it
+    /// does (and the wait is looked at again). `false` once it is not held, or the host is back.
+    pub(crate) fn still_held(&self, waker: &std::task::Waker) -> bool {
+        let Some(delays) = &self.delays else {
+            return false;
+        };
+        let (Some((host, _)), Some(hosts)) = (delays.held, self.policy.shared.guards.hosts())
+        else {
+            return false;
+        };
+        hosts.still_held(host, &delays.hosts, waker)
+    }
+
+    /// Whether the request is waiting for its down host (see [`still_held`](Self::still_held)).
+    pub(crate) fn held_for_host(&self) -> bool {
+        self.delays.as_ref().is_some_and(|d| d.held.is_some())
+    }
+
+    /// Records, for the breaker, an attempt the deadline cut before it was answered: a failure.
+    pub(super) fn record_unanswered(&mut self, request: Option<&RequestView<'_>>) {
+        if self.policy.shared.guards.breaker().is_some() {
+            let mut attempt = Attempt::timed_out(true);
+            attempt.signal = crate::attempt::HostSignal::Nothing;
+            self.record_hosts(&attempt, request);
+        }
+    }
+
+    /// Whether a retry to `request`'s host would fail fast, the host being down: then it is not
+    /// decided, and the call ends with what it has.
+    pub(super) fn host_fails_fast(&self, request: Option<&RequestView<'_>>) -> bool {
+        let Some(hosts) = self.policy.shared.guards.hosts() else {
+            return false;
+        };
+        hosts.is_armed()
+            && request
+                .and_then(Host::of)
+                .is_some_and(|host| hosts.fails_fast(host, Instant::now()))
+    }
+
+    /// Records what an attempt's response says of its host: what it tells the host's cooldown and its
+    /// health, when the policy keeps them, and whether the backend accepted it, for adaptive
+    /// throttling.
+    pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        self.record_hosts(attempt, request);
+        if let Some(throttles) = &self.policy.shared.guards.throttles {
+            let accepted = !attempt.outcome.is_retryable();
+            throttles
+                .of(request.and_then(Host::of))
+                .answered(Instant::now(), accepted);
+        }
+    }
+
+    /// What an attempt's answer tells its host's cooldown and health, when the policy keeps them.
+    fn record_hosts(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        let Some(hosts) = self.policy.shared.guards.hosts() else {
+            return;
+        };
+        let health = health(attempt);
+        let failed = health == Health::Failed && hosts.breaker().is_some();
+        if !(failed || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
+            return;
+        }
+        let (Some(view), Some(host)) = (request, request.and_then(Host::of)) else {
+            return;
+        };
+        let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
+        let name = || Some(host_state::name_of(view));
+        let change = hosts.observe(
+            host,
+            name,
+            attempt.signal,
+            health,
+            Instant::now(),
+            &mut tickets,
+        );
+        if let Some(delays) = &mut self.delays {
+            delays.hosts = tickets;
+        }
+        report_change(request, change);
+    }
+
+    /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
+    /// request to the host goes before it ends.
+    pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
+        let hosts = self.policy.shared.guards.hosts()?;
+        if !hosts.is_armed() {
+            return None;
+        }
+        hosts.hold(request.and_then(Host::of)?, Instant::now)
+    }
+
+    /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(super) fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
+        let Some(hosts) = self.policy.shared.guards.hosts() else {
+            return false;
+        };
+        request
+            .and_then(Host::of)
+            .is_some_and(|host| hosts.holds_or_paces(host, Instant::now))
+    }
+}
+
+/// What an attempt's end says of its host's health: a failure without an answer (refused, reset,
+/// timed out, not resolved), or a `502`, `503` or `504` (gRPC `UNAVAILABLE`) that names no delay and
+/// is not throttling, is a failure; any other answer says the host is up; anything else says nothing.
+fn health(attempt: &Attempt) -> Health {
+    let speaks = attempt.retry_after.is_some() || attempt.throttled;
+    match attempt.outcome.reason() {
+        Some(Reason::Connect | Reason::Timeout | Reason::ConnectionClosed) => Health::Failed,
+        Some(Reason::Status(status)) if matches!(status.as_u16(), 502..=504) && !speaks => {
+            Health::Failed
+        }
+        Some(Reason::Grpc(GrpcCode::Unavailable)) if !speaks => Health::Failed,
+        _ if attempt.answered || attempt.outcome == Outcome::Success => Health::Answered,
+        _ => Health::Nothing,
+    }
+}
+
+/// Reports a change of a host's health: an event and a metric.
+fn report_change(request: Option<&RequestView<'_>>, change: Option<Change>) {
+    match change {
+        None => {}
+        Some(Change::Down { failures }) => {
+            log::host_down(request, failures);
+            metrics::host_state(request, "down");
+        }
+        Some(Change::Up { down_for, held }) => {
+            log::host_up(request, down_for, held);
+            metrics::host_state(request, "up");
+        }
+    }
+}
+
+/// The breaker's rules as the hosts' table applies them.
+pub(super) fn rules(breaker: &Breaker) -> Rules {
+    Rules {
+        failures: breaker.failures(),
+        hold: breaker.hold_bound(),
+        probes: Box::new(ProbeBackoff(*breaker.probe_backoff())),
+    }
+}
+
+/// The probes' delays: the breaker's probe backoff, jittered.
+#[derive(Debug)]
+struct ProbeBackoff(Backoff);
+
+impl ProbeSchedule for ProbeBackoff {
+    fn delays(&self, rng: &mut SmallRng) -> Box<dyn ProbeDelays> {
+        Box::new(Probes {
+            backoff: self.0,
+            state: DelayState::new(&self.0, SmallRng::from_rng(rng)),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Probes {
+    backoff: Backoff,
+    state: DelayState,
+}
+
+impl ProbeDelays for Probes {
+    fn next_delay(&mut self) -> Duration {
+        self.state.next_delay(&self.backoff)
+    }
+}

@@ -1,0 +1,404 @@
+//! A host's health, for the breaker: up (counting the attempts that fail in a row), down (held for
+//! or failed fast, one probe per delay), and recovering (the requests held let go at the rate they
+//! came). The public `Breaker` has the rules, which reach here as [`Rules`].
+
+use std::collections::BTreeMap;
+use std::task::Waker;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use tokio::time::Instant;
+
+use super::pace::Pacer;
+use super::report::HostState;
+use super::{Admission, MAX_HOLD, Stage, Ticket};
+
+/// The breaker's rules, as the table applies them.
+#[derive(Debug)]
+pub(crate) struct Rules {
+    /// Attempts in a row that fail before the host is down.
+    pub(crate) failures: u32,
+    /// How long requests wait for a down host, from when it went down; `None`: they fail fast.
+    pub(crate) hold: Option<Duration>,
+    /// The probes' delays.
+    pub(crate) probes: Box<dyn ProbeSchedule>,
+}
+
+/// Where the delays between one down host's probes come from (the engine's probe backoff).
+pub(crate) trait ProbeSchedule: Send + Sync + std::fmt::Debug {
+    /// The delays of one host's probes, jittered from `rng`.
+    fn delays(&self, rng: &mut SmallRng) -> Box<dyn ProbeDelays>;
+}
+
+/// The delays of one down host's probes: the n-th is the delay before the n-th probe.
+pub(crate) trait ProbeDelays: Send + std::fmt::Debug {
+    /// The next delay.
+    fn next_delay(&mut self) -> Duration;
+}
+
+/// How far apart two failures may be and still count as in a row: a client that calls a dead host
+/// once an hour does not find it down on the fifth hour.
+const IN_A_ROW: Duration = Duration::from_secs(60);
+
+/// A down host that nobody asks about is forgotten after this long: the next request goes, and
+/// finds out afresh.
+const FORGET_AFTER: Duration = MAX_HOLD;
+
+/// A host marked down by hand stays down until marked up: this far off stands for never.
+const MARKED: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// What an attempt's end says of its host's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Health {
+    /// Nothing: an error that is not the host's (a certificate not trusted, a body that did not
+    /// decode), a stream the server refused unprocessed.
+    Nothing,
+    /// The host answered, whatever it said (but a failure below).
+    Answered,
+    /// No answer (refused, reset, timed out, not resolved), or a `502`, `503` or `504` (gRPC
+    /// `UNAVAILABLE`) that names no delay.
+    Failed,
+}
+
+/// What a request holds of its host's health: the episode of the host's being down it met, its
+/// place among the requests waiting, whether it went as the probe, its place as they are let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DownTicket {
+    episode: u64,
+    waiter: u64,
+    /// It went as the probe, the `probe_number`-th; its answer is the probe's.
+    probe: bool,
+    probe_number: u32,
+    release: Option<Ticket>,
+}
+
+impl DownTicket {
+    /// Whether the request went as its host's probe, and its answer is awaited.
+    pub(crate) const fn is_probe(&self) -> bool {
+        self.probe
+    }
+
+    /// Which probe of the host's being down it was.
+    pub(crate) const fn probe_number(&self) -> u32 {
+        self.probe_number
+    }
+}
+
+/// A host's health, as its entry in the table keeps it.
+#[derive(Debug, Default)]
+pub(super) struct HostHealth {
+    /// Attempts in a row that failed, the last at `last_failure`.
+    failures: u32,
+    last_failure: Option<Instant>,
+    state: State,
+}
+
+#[derive(Debug, Default)]
+enum State {
+    #[default]
+    Up,
+    Down(Box<Down>),
+    Recovering(Recovering),
+}
+
+#[derive(Debug)]
+struct Down {
+    episode: u64,
+    since: Instant,
+    /// When a request last asked for the host: one nobody asks about ends [`FORGET_AFTER`] later.
+    last_asked: Instant,
+    probes: u32,
+    /// No probe before this; `None` for a host marked down by hand.
+    next_probe: Option<Instant>,
+    probe_delays: Box<dyn ProbeDelays>,
+    /// Requests that asked while the host was down, each once: the rate they came at is the rate
+    /// the held ones are let go at.
+    asked: u32,
+    /// Past this, no request waits for the host; `None` to fail fast.
+    hold_until: Option<Instant>,
+    /// The requests waiting, oldest first, each woken when the host is back.
+    waiters: BTreeMap<u64, Waker>,
+}
+
+#[derive(Debug)]
+struct Recovering {
+    episode: u64,
+    /// Lets the held requests go, one `pace` apart.
+    pacer: Pacer,
+    /// When the last of them will have gone.
+    until: Instant,
+}
+
+/// A change of a host's health, for the events and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Found down after this many failures in a row.
+    Down { failures: u32 },
+    /// A probe answered after the host was down this long; this many requests were held.
+    Up { down_for: Duration, held: usize },
+}
+
+impl HostHealth {
+    /// Whether it has nothing to remember.
+    pub(super) fn is_idle(&self) -> bool {
+        self.failures == 0 && matches!(self.state, State::Up)
+    }
+
+    /// When it may be forgotten if nothing else happens.
+    pub(super) fn ends(&self) -> Option<Instant> {
+        match &self.state {
+            State::Up => self.last_failure.map(|last| last + IN_A_ROW),
+            State::Down(down) if down.next_probe.is_none() => Some(down.since + MARKED),
+            State::Down(down) => Some(down.last_asked + FORGET_AFTER),
+            State::Recovering(recovering) => Some(recovering.until),
+        }
+    }
+
+    /// Moves along to `now`: failures too far apart are forgotten, a recovery whose held requests
+    /// have all gone is over.
+    pub(super) fn advance(&mut self, now: Instant) {
+        if self.last_failure.is_some_and(|last| now >= last + IN_A_ROW) {
+            self.failures = 0;
+            self.last_failure = None;
+        }
+        if let State::Recovering(recovering) = &self.state
+            && now >= recovering.until
+        {
+            self.state = State::Up;
+        }
+    }
+
+    /// Whether requests to the host are held back: a hedge would not be sent.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(super) fn holds(&self) -> bool {
+        !matches!(self.state, State::Up)
+    }
+
+    /// Records an attempt's end at `now`, of a request holding `ticket`. Returns the change it
+    /// makes, if any.
+    pub(super) fn observe(
+        &mut self,
+        health: Health,
+        now: Instant,
+        ticket: &mut Option<DownTicket>,
+        rules: &Rules,
+        episode: impl FnOnce() -> u64,
+        rng: &mut SmallRng,
+    ) -> Option<Change> {
+        if health == Health::Nothing {
+            return None;
+        }
+        if let State::Down(down) = &mut self.state {
+            // Only the probe's answer counts: the others were sent before the host was found down.
+            let probe = ticket
+                .as_mut()
+                .filter(|ticket| ticket.episode == down.episode && ticket.probe)?;
+            probe.probe = false;
+            if health == Health::Failed {
+                return None;
+            }
+            return self.come_back(now);
+        }
+        if health == Health::Answered {
+            self.failures = 0;
+            self.last_failure = None;
+            return None;
+        }
+        self.failures = self.failures.saturating_add(1);
+        self.last_failure = Some(now);
+        if self.failures < rules.failures {
+            return None;
+        }
+        let failures = self.failures;
+        self.trip(now, rules, episode(), rng, false);
+        Some(Change::Down { failures })
+    }
+
+    /// The host is down from `now`: by its failures, or `marked` by hand.
+    pub(super) fn trip(
+        &mut self,
+        now: Instant,
+        rules: &Rules,
+        episode: u64,
+        rng: &mut SmallRng,
+        marked: bool,
+    ) {
+        let mut probe_delays = rules.probes.delays(rng);
+        let first = probe_delays.next_delay();
+        self.state = State::Down(Box::new(Down {
+            episode,
+            since: now,
+            last_asked: now,
+            probes: 0,
+            next_probe: (!marked).then(|| now + first),
+            probe_delays,
+            asked: 0,
+            hold_until: rules.hold.filter(|_| !marked).map(|bound| now + bound),
+            waiters: BTreeMap::new(),
+        }));
+    }
+
+    /// Marked up by hand: requests go at once; those held go paced, as after a probe.
+    pub(super) fn mark_up(&mut self, now: Instant) -> Option<Change> {
+        self.failures = 0;
+        self.last_failure = None;
+        self.come_back(now)
+    }
+
+    /// A down host is back at `now`: the requests held go at the rate they came, oldest first.
+    fn come_back(&mut self, now: Instant) -> Option<Change> {
+        let State::Down(down) = &mut self.state else {
+            return None;
+        };
+        let down_for = now.saturating_duration_since(down.since);
+        let held = down.waiters.len();
+        let pace = down_for
+            .checked_div(down.asked.max(1))
+            .unwrap_or_default()
+            .min(Duration::from_secs(1));
+        let episode = down.episode;
+        let waiters = std::mem::take(&mut down.waiters);
+        let until = now + pace.saturating_mul(u32::try_from(held).unwrap_or(u32::MAX));
+        self.state = State::Recovering(Recovering {
+            episode,
+            pacer: Pacer::new(pace, now, now, None),
+            until,
+        });
+        self.failures = 0;
+        self.last_failure = None;
+        for waker in waiters.into_values() {
+            waker.wake();
+        }
+        Some(Change::Up { down_for, held })
+    }
+
+    /// When a request holding `ticket` may go to the host at `now`, as far as its health says:
+    /// `None` when it says nothing (the host is up), and the cooldown decides.
+    pub(super) fn admit(
+        &mut self,
+        now: Instant,
+        ticket: &mut Option<DownTicket>,
+        next_id: impl FnOnce() -> u64,
+    ) -> Option<Admission> {
+        match &mut self.state {
+            State::Up => None,
+            State::Recovering(recovering) => {
+                // A request held while the host was down takes its turn; any other goes.
+                let held = ticket
+                    .as_mut()
+                    .filter(|ticket| ticket.episode == recovering.episode)?;
+                let pacer = &mut recovering.pacer;
+                let (position, at) = match held.release {
+                    Some(Ticket {
+                        pacer: id,
+                        stage: Stage::Waiting(position),
+                    }) if id == pacer.id => (position, pacer.time_of(position)),
+                    Some(_) => return None,
+                    None => pacer.take(now),
+                };
+                if at <= now {
+                    held.release = Some(Ticket {
+                        pacer: pacer.id,
+                        stage: Stage::Sent {
+                            generation: pacer.generation,
+                            position,
+                        },
+                    });
+                    return None;
+                }
+                held.release = Some(Ticket {
+                    pacer: pacer.id,
+                    stage: Stage::Waiting(position),
+                });
+                Some(Admission::Slot(at - now))
+            }
+            State::Down(down) => {
+                down.last_asked = now;
+                let mine = match ticket {
+                    Some(ticket) if ticket.episode == down.episode => ticket,
+                    _ => {
+                        down.asked = down.asked.saturating_add(1);
+                        ticket.insert(DownTicket {
+                            episode: down.episode,
+                            waiter: next_id(),
+                            probe: false,
+                            probe_number: 0,
+                            release: None,
+                        })
+                    }
+                };
+                if let Some(next) = down.next_probe
+                    && now >= next
+                {
+                    // The probe: it goes, and the next one waits its delay from now.
+                    down.probes = down.probes.saturating_add(1);
+                    let delay = down.probe_delays.next_delay();
+                    down.next_probe = Some(now + delay);
+                    down.waiters.remove(&mine.waiter);
+                    mine.probe = true;
+                    mine.probe_number = down.probes;
+                    return Some(Admission::Go);
+                }
+                match down.hold_until {
+                    Some(until) if now < until => {
+                        let wake = down.next_probe.map_or(until, |next| next.min(until));
+                        Some(Admission::HeldDown(wake - now))
+                    }
+                    _ => {
+                        down.waiters.remove(&mine.waiter);
+                        Some(Admission::Down(down.next_probe.map(|next| next - now)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a request to the host fails at `now` without being sent: it is down, no request waits
+    /// for it, and no probe is due.
+    pub(super) fn fails_fast(&self, now: Instant) -> bool {
+        let State::Down(down) = &self.state else {
+            return false;
+        };
+        let held = down.hold_until.is_some_and(|until| now < until);
+        let probe_due = down.next_probe.is_some_and(|next| now >= next);
+        !held && !probe_due
+    }
+
+    /// Whether a request holding `ticket` is still held: if so, `waker` is woken when the host is back.
+    pub(super) fn still_held(&mut self, ticket: Option<&DownTicket>, waker: &Waker) -> bool {
+        let (State::Down(down), Some(ticket)) = (&mut self.state, ticket) else {
+            return false;
+        };
+        if ticket.episode != down.episode {
+            return false;
+        }
+        match down.waiters.get_mut(&ticket.waiter) {
+            Some(known) => known.clone_from(waker),
+            None => {
+                down.waiters.insert(ticket.waiter, waker.clone());
+            }
+        }
+        true
+    }
+
+    /// What it says of the host at `now`, if anything beyond "up".
+    pub(super) fn state(&self, now: Instant) -> Option<HostState> {
+        match &self.state {
+            State::Up if self.failures == 0 => None,
+            State::Up => Some(HostState::Up {
+                failures: self.failures,
+            }),
+            State::Down(down) => Some(HostState::Down {
+                down_for: now.saturating_duration_since(down.since),
+                probes: down.probes,
+                next_probe: down
+                    .next_probe
+                    .map(|next| next.saturating_duration_since(now)),
+                held: down.waiters.len(),
+            }),
+            State::Recovering(recovering) => Some(HostState::Recovering {
+                left: recovering.until.saturating_duration_since(now),
+            }),
+        }
+    }
+}

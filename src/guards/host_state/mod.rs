@@ -1,0 +1,675 @@
+//! What a policy keeps of each host it sends to, in one table shared by every clone of the policy:
+//! the pause a host asked for (the host cooldown), and whether the host is down (the breaker). Two
+//! states of one host, decided together before each attempt.
+//!
+//! # The cooldown
+//!
+//! A host enters the table when it refuses a request with a delay (a `429`, or a `503` with
+//! `Retry-After`) or says its quota is spent, and goes through three phases ([`cooldown`]):
+//!
+//! 1. **Held**: until the delay it asked for has passed, no request goes; the requests that wait are
+//!    spread over a window as long as the delay after it ends, as `RetryAfterMode::Spread` spreads
+//!    retries.
+//! 2. **Probing**: the waiters go out spread, and the host's answers measure its rate: once it has
+//!    refused one, the gaps between the next requests it accepts are the interval at which it admits
+//!    them (a leaky bucket's `1/rate`; a token bucket's too, once its burst is spent). The smallest of
+//!    two gaps becomes the pace; a host that refuses nothing while probing leaves the table.
+//! 3. **Paced**: every request to the host takes its turn, one pace after the last: a client asking
+//!    more than the host admits queues here instead of being refused there. A refusal no longer holds
+//!    the host (the request refused waits out its own delay, as any retry): it sends the pace back at
+//!    once to the fastest one known good (or 5 % slower), and two rounds without one while requests
+//!    queue try a pace halfway down to the slowest known refused, until the two are within 3 %. A host
+//!    that has refused nothing for ten seconds and has no request queued leaves the table. When the
+//!    host states its rate (`RateLimit-Policy`), that is the pace from the first refusal, with no
+//!    probe; only a wait of more than ten seconds (a fixed window's reset) holds a host already paced.
+//!
+//! Releasing the waiters at once after the delay, or spread over it, fails against a limiter that
+//! admits requests at a steady rate (nginx's `limit_req`, a token bucket): the first one gets through,
+//! the next, milliseconds later, is refused and holds the host again, one success a second against a
+//! quota of five.
+//!
+//! # The breaker
+//!
+//! A host enters the table when an attempt to it fails without an answer (or with a `502`, `503`,
+//! `504`), and leaves it when one is answered; enough failures in a row and it is down ([`down`]):
+//! requests are held for it or fail at once, one probe per delay goes, and the probe that is
+//! answered lets the held requests go at the rate they came. The public `Breaker` has the rules.
+//!
+//! A request reads one atomic flag when no host is in the table, so the success path of a policy with
+//! either on costs no lock, no clock read and no allocation; the table is locked only while some
+//! host is in it.
+
+mod cooldown;
+mod down;
+mod pace;
+mod report;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Waker;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::time::Instant;
+
+use crate::attempt::HostSignal;
+use crate::classify::RequestView;
+use crate::guards::hosts::Host;
+use cooldown::Cooldown;
+use down::HostHealth;
+
+pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules};
+pub use report::{HostReport, HostState};
+
+/// The most hosts the table holds. Past it, a new host first evicts the entries that have ended,
+/// then the eighth that end first: a client talking to more hosts than this at once keeps the
+/// 4 096 that hold or pace the longest.
+pub(crate) const MAX_HOSTS: usize = 4096;
+
+/// The longest a host is held, whatever it asked: a `Retry-After` of years, from a buggy proxy or a
+/// hostile server, must not disable a host until the process restarts. Envoy clamps at the same.
+/// After it, requests go out again, and one that is refused holds the host anew.
+pub(crate) const MAX_HOLD: Duration = Duration::from_secs(300);
+
+/// A host held: no request goes before `left` has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pause {
+    /// Time left until the hold ends.
+    pub(crate) left: Duration,
+    /// How long the host asked for: the window over which the waiters are spread after the hold,
+    /// while its rate is not known.
+    pub(crate) asked: Duration,
+}
+
+/// A request's place in a host's queue, and then the pace it went at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// The pacer it was given by: a ticket of an earlier one means nothing to a later one.
+    pub(super) pacer: u64,
+    pub(super) stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Waiting for this position to come.
+    Waiting(u64),
+    /// Let go from this position while the pace was at this generation: its answer judges that pace,
+    /// and no other; if it is refused, its retry keeps the position, ahead of those who came later.
+    Sent { generation: u32, position: u64 },
+}
+
+/// What a request holds of its host's state between its admissions and its answers: its place in a
+/// paced host's queue, and what it met of the host's being down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HostTickets {
+    pub(crate) slot: Option<Ticket>,
+    pub(crate) down: Option<DownTicket>,
+}
+
+/// When a request to a host may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Now.
+    Go,
+    /// After the host's hold, plus a share of a window spread over the waiters.
+    Spread(Pause),
+    /// At its slot, this long from now.
+    Slot(Duration),
+    /// The host is down: wait this long at most (its next probe, or the end of the hold), woken
+    /// sooner if it comes back.
+    HeldDown(Duration),
+    /// The host is down, and the request fails unsent; its next probe is this far off (`None`: it was
+    /// marked down by hand).
+    Down(Option<Duration>),
+}
+
+impl Admission {
+    /// How long before the request may go, at the earliest.
+    pub(crate) fn left(self) -> Duration {
+        match self {
+            Self::Go | Self::Down(_) => Duration::ZERO,
+            Self::Spread(pause) => pause.left,
+            Self::Slot(at) | Self::HeldDown(at) => at,
+        }
+    }
+}
+
+/// One host's state: the cooldown's, the breaker's, and its name for the reports.
+#[derive(Debug)]
+struct Entry {
+    name: Option<Box<str>>,
+    cooldown: Option<Cooldown>,
+    health: HostHealth,
+}
+
+impl Entry {
+    /// When it may leave the table if nothing else happens.
+    fn ends(&self) -> Option<Instant> {
+        let cooldown = self.cooldown.as_ref().map(Cooldown::ends);
+        cooldown.max(self.health.ends())
+    }
+
+    /// Moves it along to `now`; `false` when it has nothing left to keep.
+    fn advance(&mut self, now: Instant) -> bool {
+        if let Some(cooldown) = &mut self.cooldown
+            && !cooldown.advance(now)
+        {
+            self.cooldown = None;
+        }
+        self.health.advance(now);
+        self.cooldown.is_some() || !self.health.is_idle()
+    }
+
+    fn state(&self, now: Instant) -> HostState {
+        if let Some(state) = self.health.state(now)
+            && !matches!(state, HostState::Up { .. })
+        {
+            return state;
+        }
+        match &self.cooldown {
+            Some(cooldown) => cooldown.state(now),
+            None => self
+                .health
+                .state(now)
+                .unwrap_or(HostState::Up { failures: 0 }),
+        }
+    }
+}
+
+/// The hosts a policy keeps a state for.
+#[derive(Debug)]
+pub(crate) struct HostStates {
+    /// Whether any host may be in the table. Set under the lock when one enters, cleared under it
+    /// when the table empties; read without it by every request.
+    armed: AtomicBool,
+    table: Mutex<Table>,
+    /// Whether the host cooldown is on.
+    cooldown: bool,
+    breaker: Option<Rules>,
+}
+
+#[derive(Debug)]
+struct Table {
+    hosts: HashMap<Host, Entry>,
+    /// When the last entry may end, at the latest: past it the table is emptied at once.
+    latest: Option<Instant>,
+    /// The probes' jitter.
+    rng: SmallRng,
+    /// Numbers the episodes of a host's being down and the requests waiting for one.
+    ids: u64,
+}
+
+impl HostStates {
+    /// The table of a policy with the host cooldown on or not, and a breaker or not; `seed` seeds
+    /// the probes' jitter.
+    pub(crate) fn new(cooldown: bool, breaker: Option<Rules>, seed: u64) -> Self {
+        Self {
+            armed: AtomicBool::new(false),
+            table: Mutex::new(Table {
+                hosts: HashMap::new(),
+                latest: None,
+                rng: SmallRng::seed_from_u64(seed ^ 0x6272_6561_6b65_7221),
+                ids: 0,
+            }),
+            cooldown,
+            breaker,
+        }
+    }
+
+    pub(crate) fn cooldown(&self) -> bool {
+        self.cooldown
+    }
+
+    pub(crate) fn breaker(&self) -> Option<&Rules> {
+        self.breaker.as_ref()
+    }
+
+    /// Whether any host may be in the table.
+    #[inline]
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Acquire)
+    }
+
+    /// Records what `host` answered at `now` (`signal`, for the cooldown; `health`, for the breaker) to
+    /// a request that went holding `tickets`. `name` names the host, should it enter the table. The
+    /// change of the host's health it makes, if any.
+    pub(crate) fn observe(
+        &self,
+        host: Host,
+        name: impl FnOnce() -> Option<Box<str>>,
+        signal: HostSignal,
+        health: Health,
+        now: Instant,
+        tickets: &mut HostTickets,
+    ) -> Option<Change> {
+        let health = if self.breaker.is_some() {
+            health
+        } else {
+            Health::Nothing
+        };
+        if signal == HostSignal::Nothing && health == Health::Nothing {
+            return None;
+        }
+        let starts = signal.starts_a_cooldown() || health == Health::Failed;
+        if !starts && !self.is_armed() {
+            return None;
+        }
+        let mut table = self.lock();
+        let Table {
+            hosts,
+            latest,
+            rng,
+            ids,
+        } = &mut *table;
+        if live(hosts, latest, host, now).is_none() {
+            if !starts {
+                return None;
+            }
+            if hosts.len() >= MAX_HOSTS {
+                make_room(hosts, now);
+            }
+            hosts.insert(
+                host,
+                Entry {
+                    name: name(),
+                    cooldown: None,
+                    health: HostHealth::default(),
+                },
+            );
+            self.armed.store(true, Ordering::Release);
+        }
+        let entry = hosts.get_mut(&host).expect("just looked up or made");
+        match &mut entry.cooldown {
+            Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
+            None => entry.cooldown = Cooldown::start(signal, now),
+        }
+        let change = self.breaker.as_ref().and_then(|breaker| {
+            let episode = || next_id(ids);
+            (entry.health).observe(health, now, &mut tickets.down, breaker, episode, rng)
+        });
+        if entry.advance(now) {
+            if let Some(ends) = entry.ends() {
+                extend(latest, ends);
+            }
+        } else {
+            hosts.remove(&host);
+        }
+        change
+    }
+
+    /// The hold `host` is in at `now`, if any: no request to it goes before it ends. One atomic load
+    /// when no host is in the table.
+    #[inline]
+    pub(crate) fn hold(&self, host: Host, now: impl FnOnce() -> Instant) -> Option<Pause> {
+        if !self.is_armed() {
+            return None;
+        }
+        self.hold_slow(host, now())
+    }
+
+    #[cold]
+    fn hold_slow(&self, host: Host, now: Instant) -> Option<Pause> {
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        live(hosts, latest, host, now)?
+            .cooldown
+            .as_ref()?
+            .pause(now)
+    }
+
+    /// Whether requests to `host` are held, paced, or waiting for it to come back: a hedge, which
+    /// would go past the queue, is not sent to it.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn holds_or_paces(&self, host: Host, now: impl FnOnce() -> Instant) -> bool {
+        if !self.is_armed() {
+            return false;
+        }
+        let now = now();
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        live(hosts, latest, host, now).is_some_and(|entry| {
+            entry.health.holds()
+                || (entry.cooldown.as_ref()).is_some_and(|cooldown| cooldown.holds_or_paces(now))
+        })
+    }
+
+    /// When a request to `host` may go, at `now`. `tickets.slot` is the place in the host's queue the
+    /// request was given by an earlier admission, if any: a request that waited goes when its place
+    /// comes (later, if the pace slowed meanwhile), and one that goes gives its ticket up, so that its
+    /// retry queues anew. `tickets.down` is what it met of the host's being down.
+    pub(crate) fn admit(&self, host: Host, now: Instant, tickets: &mut HostTickets) -> Admission {
+        let given = tickets.slot.take();
+        if !self.is_armed() {
+            return Admission::Go;
+        }
+        let mut table = self.lock();
+        let Table {
+            hosts, latest, ids, ..
+        } = &mut *table;
+        let Some(entry) = live(hosts, latest, host, now) else {
+            return Admission::Go;
+        };
+        let health = self
+            .breaker
+            .as_ref()
+            .and_then(|_| (entry.health).admit(now, &mut tickets.down, || next_id(ids)));
+        let admission = match (health, &mut entry.cooldown) {
+            (Some(admission), _) => admission,
+            (None, Some(cooldown)) => cooldown.admit(now, given, &mut tickets.slot),
+            (None, None) => Admission::Go,
+        };
+        if let Some(ends) = entry.ends() {
+            extend(latest, ends);
+        }
+        admission
+    }
+
+    /// Whether a request to `host` would fail at `now` without being sent, the host being down.
+    pub(crate) fn fails_fast(&self, host: Host, now: Instant) -> bool {
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        live(hosts, latest, host, now).is_some_and(|entry| entry.health.fails_fast(now))
+    }
+
+    /// Whether a request holding `tickets` is still held for `host` to come back; if so, `waker` is
+    /// woken when it does.
+    pub(crate) fn still_held(&self, host: Host, tickets: &HostTickets, waker: &Waker) -> bool {
+        if !self.is_armed() {
+            return false;
+        }
+        let now = Instant::now();
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        live(hosts, latest, host, now)
+            .is_some_and(|entry| entry.health.still_held(tickets.down.as_ref(), waker))
+    }
+
+    /// What the policy knows of `host` at `now`.
+    pub(crate) fn state(&self, host: Host, now: Instant) -> HostState {
+        let up = HostState::Up { failures: 0 };
+        if !self.is_armed() {
+            return up;
+        }
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        live(hosts, latest, host, now).map_or(up, |entry| entry.state(now))
+    }
+
+    /// Every host the table holds, by name, with its state at `now`.
+    pub(crate) fn report(&self, now: Instant) -> Vec<HostReport> {
+        if !self.is_armed() {
+            return Vec::new();
+        }
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        if latest.is_none_or(|latest| latest <= now) {
+            hosts.clear();
+            *latest = None;
+        }
+        hosts.retain(|_, entry| entry.advance(now));
+        let mut report: Vec<HostReport> = (hosts.values())
+            .map(|entry| HostReport {
+                host: entry.name.as_deref().unwrap_or("").to_owned(),
+                state: entry.state(now),
+            })
+            .collect();
+        report.sort_by(|a, b| a.host.cmp(&b.host));
+        report
+    }
+
+    /// Marks `host` down at `now`, by hand: nothing goes to it, and it is not probed, until it is
+    /// marked up. `false` without a breaker.
+    pub(crate) fn mark_down(&self, host: Host, name: Box<str>, now: Instant) -> bool {
+        let Some(breaker) = &self.breaker else {
+            return false;
+        };
+        let mut table = self.lock();
+        let Table {
+            hosts,
+            latest,
+            rng,
+            ids,
+        } = &mut *table;
+        if live(hosts, latest, host, now).is_none() {
+            if hosts.len() >= MAX_HOSTS {
+                make_room(hosts, now);
+            }
+            hosts.insert(
+                host,
+                Entry {
+                    name: Some(name),
+                    cooldown: None,
+                    health: HostHealth::default(),
+                },
+            );
+            self.armed.store(true, Ordering::Release);
+        }
+        let entry = hosts.get_mut(&host).expect("just looked up or made");
+        (entry.health).trip(now, breaker, next_id(ids), rng, true);
+        if let Some(ends) = entry.ends() {
+            extend(latest, ends);
+        }
+        true
+    }
+
+    /// Marks `host` up at `now`, by hand: the requests held for it go, paced, and new ones at once.
+    pub(crate) fn mark_up(&self, host: Host, now: Instant) -> Option<Change> {
+        if !self.is_armed() {
+            return None;
+        }
+        let mut table = self.lock();
+        let Table { hosts, latest, .. } = &mut *table;
+        let entry = live(hosts, latest, host, now)?;
+        let change = entry.health.mark_up(now);
+        if entry.advance(now) {
+            if let Some(ends) = entry.ends() {
+                extend(latest, ends);
+            }
+        } else {
+            hosts.remove(&host);
+        }
+        change
+    }
+
+    /// A table with the host cooldown on and no breaker, for the cooldown's tests.
+    #[cfg(test)]
+    pub(crate) fn for_cooldown() -> Self {
+        Self::new(true, None, 0)
+    }
+
+    /// [`observe`](Self::observe) as the cooldown alone sees it.
+    #[cfg(test)]
+    pub(crate) fn observe_cooldown(
+        &self,
+        host: Host,
+        signal: HostSignal,
+        now: Instant,
+        sent: Option<Ticket>,
+    ) {
+        let mut tickets = HostTickets {
+            slot: sent,
+            down: None,
+        };
+        self.observe(host, || None, signal, Health::Nothing, now, &mut tickets);
+    }
+
+    /// [`admit`](Self::admit) as the cooldown alone sees it.
+    #[cfg(test)]
+    pub(crate) fn admit_cooldown(
+        &self,
+        host: Host,
+        now: Instant,
+        ticket: &mut Option<Ticket>,
+    ) -> Admission {
+        let mut tickets = HostTickets {
+            slot: ticket.take(),
+            down: None,
+        };
+        let admission = self.admit(host, now, &mut tickets);
+        *ticket = tickets.slot;
+        admission
+    }
+
+    /// How many hosts the table holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().hosts.len()
+    }
+
+    fn lock(&self) -> Guard<'_> {
+        // The table holds no invariant a panic could break halfway.
+        let table = self
+            .table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Guard {
+            table,
+            armed: &self.armed,
+        }
+    }
+}
+
+/// The table, locked; when the lock is let go with the table empty, requests skip it again.
+struct Guard<'a> {
+    table: std::sync::MutexGuard<'a, Table>,
+    armed: &'a AtomicBool,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = Table;
+
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if self.table.hosts.is_empty() {
+            self.armed.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The name of `request`'s host for the reports and errors: `name`, or `name:port` for a port that
+/// is not its scheme's default, in lower case.
+pub(crate) fn name_of(request: &RequestView<'_>) -> Box<str> {
+    let name = request.host().unwrap_or_default().to_ascii_lowercase();
+    match request.port().filter(|port| !matches!(port, 80 | 443)) {
+        Some(port) => format!("{name}:{port}").into_boxed_str(),
+        None => name.into_boxed_str(),
+    }
+}
+
+fn next_id(ids: &mut u64) -> u64 {
+    *ids = ids.wrapping_add(1);
+    *ids
+}
+
+/// `host`'s entry at `now`, moved along to it; `None` if it has none, or it has ended (and is
+/// removed). Past the latest end of any entry the table is emptied first.
+fn live<'a>(
+    hosts: &'a mut HashMap<Host, Entry>,
+    latest: &mut Option<Instant>,
+    host: Host,
+    now: Instant,
+) -> Option<&'a mut Entry> {
+    if latest.is_none_or(|latest| latest <= now) {
+        hosts.clear();
+        *latest = None;
+        return None;
+    }
+    let entry = hosts.get_mut(&host)?;
+    if entry.advance(now) {
+        return hosts.get_mut(&host);
+    }
+    hosts.remove(&host);
+    None
+}
+
+fn extend(latest: &mut Option<Instant>, ends: Instant) {
+    *latest = Some(latest.map_or(ends, |latest| latest.max(ends)));
+}
+
+/// Frees slots: the entries that have ended, or else the eighth of them that end first, so that a
+/// stream of new hosts costs a scan of the table once per `MAX_HOSTS / 8` of them, not each time.
+fn make_room(hosts: &mut HashMap<Host, Entry>, now: Instant) {
+    let ends = |entry: &Entry| entry.ends().unwrap_or(now);
+    hosts.retain(|_, entry| ends(entry) > now);
+    if hosts.len() < MAX_HOSTS {
+        return;
+    }
+    let mut all: Vec<Instant> = hosts.values().map(ends).collect();
+    let (_, &mut last_evicted, _) = all.select_nth_unstable(MAX_HOSTS / 8);
+    hosts.retain(|_, entry| ends(entry) > last_evicted);
+}
+
+/// What a wait outlasts when a request does not wait for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outlasts {
+    /// The policy's `max_retry_after`.
+    MaxRetryAfter,
+    /// The time left before the deadline.
+    Deadline,
+    /// Nothing: the host is down, and the request fails fast.
+    HostDown,
+}
+
+/// How long a request waits before its attempt to a host, given its admission: until the hold ends
+/// plus `U[0, w]` drawn by `uniform`, with `w = min(asked, max_retry_after − left, time left − left)`
+/// (the rule of `RetryAfterMode::Spread`), or until its slot. `Err` when the hold or the slot
+/// outlasts `max_retry_after` or the time left (`remaining`), or the wait would end at the deadline.
+pub(crate) fn wait(
+    admission: Admission,
+    max_retry_after: Duration,
+    remaining: Option<Duration>,
+    uniform: impl FnOnce(Duration) -> Duration,
+) -> Result<Duration, Outlasts> {
+    let (left, window) = match admission {
+        Admission::Go => return Ok(Duration::ZERO),
+        Admission::Spread(pause) => (pause.left, pause.asked),
+        Admission::Slot(at) => (at, Duration::ZERO),
+        // A request held for a down host waits until it is woken, or its deadline: the hold's own
+        // bound is the breaker's, not `max_retry_after`.
+        Admission::HeldDown(left) => {
+            return match remaining {
+                Some(remaining) if remaining.is_zero() => Err(Outlasts::Deadline),
+                Some(remaining) => Ok(left.min(remaining)),
+                None => Ok(left),
+            };
+        }
+        Admission::Down(_) => return Err(Outlasts::HostDown),
+    };
+    if left > max_retry_after {
+        return Err(Outlasts::MaxRetryAfter);
+    }
+    let mut window = window.min(max_retry_after - left);
+    if let Some(remaining) = remaining {
+        if left >= remaining {
+            return Err(Outlasts::Deadline);
+        }
+        window = window.min(remaining - left);
+    }
+    let wait = left
+        + if window.is_zero() {
+            window
+        } else {
+            uniform(window)
+        };
+    // An attempt due at the deadline itself would have no time to run.
+    if remaining.is_some_and(|remaining| wait >= remaining) {
+        return Err(Outlasts::Deadline);
+    }
+    Ok(wait)
+}
+
+#[cfg(test)]
+mod tests;
