@@ -524,3 +524,76 @@ fn build_refuses_a_breaker_that_cannot_work() {
             .contains("use Breaker::fail_fast()")
     );
 }
+
+/// Through `RetryMiddleware`, over a real `reqwest::Client` and a real port: refused, found down,
+/// failed at once, and back when something listens again.
+#[cfg(feature = "reqwest-middleware")]
+mod middleware {
+    use std::time::Duration;
+
+    use reqwest_middleware::ClientBuilder;
+    use stagger::{Breaker, HostState, Rejected, RetryMiddleware, RetryPolicy, StopReason};
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    #[tokio::test]
+    async fn a_host_refusing_connections_is_found_down_fails_calls_at_once_and_comes_back() {
+        // A port nothing listens on, for now.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let url = format!("http://{address}/");
+        let policy = RetryPolicy::builder()
+            .max_retries(0)
+            .budget(None)
+            .breaker(Breaker::fail_fast())
+            .build()
+            .unwrap();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let client = ClientBuilder::new(http)
+            .with(RetryMiddleware::new(policy.clone()))
+            .build();
+        for _ in 0..5 {
+            match client.get(&url).send().await.unwrap_err() {
+                reqwest_middleware::Error::Reqwest(error) => assert!(error.is_connect(), "{error}"),
+                other => panic!("the refusal itself, not {other}"),
+            }
+        }
+        let host = address.to_string();
+        assert!(matches!(policy.host_state(&host), HostState::Down { .. }));
+
+        let start = std::time::Instant::now();
+        let error = client.get(&url).send().await.unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_millis(10),
+            "{:?}",
+            start.elapsed()
+        );
+        let reqwest_middleware::Error::Middleware(error) = error else {
+            panic!("a Rejected, not {error}");
+        };
+        let rejected = error.downcast_ref::<Rejected>().expect("a Rejected");
+        assert_eq!(
+            (rejected.reason(), rejected.host()),
+            (StopReason::HostDown, Some(host.as_str()))
+        );
+
+        // Something listens again: once the next probe is due, it is answered, and calls go.
+        let server = MockServer::builder()
+            .listener(std::net::TcpListener::bind(address).unwrap())
+            .start()
+            .await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(matches!(
+            policy.host_state(&host),
+            HostState::Up { .. } | HostState::Recovering { .. }
+        ));
+        assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    }
+}

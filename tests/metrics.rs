@@ -548,3 +548,39 @@ fn a_hedge_the_inner_service_cannot_take_is_not_counted() {
     assert_eq!(counter(names::HEDGES), None, "{metrics:#?}");
     assert_eq!(counter(names::ATTEMPTS), Some(&DebugValue::Counter(1)));
 }
+
+/// `stagger.host.state_changes`: a host found down, probed, and up again, each counted once by
+/// `host.state`.
+#[test]
+fn a_host_s_health_changes_are_counted_by_state() {
+    use stagger::{Breaker, Jitter};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static UP: AtomicBool = AtomicBool::new(false);
+    let metrics = recorded(async || {
+        let policy = RetryPolicy::builder()
+            .max_retries(0)
+            .breaker(Breaker::fail_fast().with_probe_backoff(
+                Backoff::fixed(Duration::from_millis(1)).with_jitter(Jitter::None),
+            ))
+            .build()
+            .unwrap();
+        let respond =
+            |_: &http::Request<()>| Ok(answer(if UP.load(Ordering::SeqCst) { 200 } else { 502 }));
+        let get = || http::Request::get("http://127.0.0.1/").body(()).unwrap();
+        for _ in 0..5 {
+            let response = through_the_layer(policy.clone(), get(), respond).await;
+            assert_eq!(response.unwrap().status(), 502);
+        }
+        UP.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let response = through_the_layer(policy.clone(), get(), respond).await;
+        assert_eq!(response.unwrap().status(), 200);
+    });
+    let changes = series(&metrics, names::HOST_STATE_CHANGES, "host.state");
+    let expected = [("down", 1), ("probing", 1), ("up", 1)];
+    assert_eq!(
+        changes,
+        expected.map(|(state, n)| (state.to_owned(), n)).into()
+    );
+}

@@ -402,3 +402,6 @@ impl HostHealth {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
