@@ -216,7 +216,6 @@ impl RetryMiddleware {
         // No local but these lives across an await, since each would take room in the future that
         // every request allocates (a moved-from local keeps its room to the end of its scope).
         let mut call = Call::new(self.policy.start_unclocked());
-        let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
         // The request itself goes first; the held copy stays for the retries (see `Held`). Each
         // retry's trip through the rest of the chain is built before the pause and first polled after
         // it, so that the request waits in that future rather than in this one: reqwest-middleware's
@@ -240,6 +239,8 @@ impl RetryMiddleware {
                     break 'call result;
                 }
             }
+            // Copied only now: a request that waited for its host may never have gone.
+            let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
             // A hedge goes through the rest of the chain with extensions of its own: a copy of the
             // request's, made before the first attempt borrows them.
             let mut hedge: Hedge<

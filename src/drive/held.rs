@@ -12,7 +12,8 @@ use crate::replay::{Recorded, Replay, Sent};
 /// itself (`examples/herd/`, 10 000 clients). The last attempt a request can have sends the held copy
 /// itself, so that no copy is made that no retry could use.
 pub(crate) enum Held<Req, K> {
-    /// A copy for the retries.
+    /// A copy for the retries; or, before the first attempt, the request itself while it waits for
+    /// its host ([`Held::unsent`]).
     Copy(Req),
     /// A request whose body could not be copied, being recorded as it streams out: the retries are
     /// made from the recording (the policy's `replay_buffer`), or, if the body was dropped unread,
@@ -44,6 +45,32 @@ impl<Req, K> Held<Req, K> {
             }
         }
         Held::Kept(replay.keep(request))
+    }
+
+    /// The request itself, not sent yet, while it waits for its host before its first attempt:
+    /// nothing is copied until it goes ([`take_unsent`](Self::take_unsent)), so that a request held
+    /// for a down host, or failed before it is sent, costs no copy. (A variant of its own would make
+    /// every `Held` a word larger.)
+    #[cfg(feature = "tower")]
+    pub(crate) fn unsent(request: Req) -> Self {
+        Held::Copy(request)
+    }
+
+    /// The request [`unsent`](Self::unsent) held, to be sent now, and what is held of it from then
+    /// on (see [`prepare`](Self::prepare)).
+    #[cfg(feature = "tower")]
+    pub(crate) fn take_unsent<R>(&mut self, retry: &RetryState, replay: &R) -> Option<Req>
+    where
+        R: Replay<Req, Kept = K>,
+    {
+        let Held::Copy(request) = self else {
+            return None;
+        };
+        let prepared = Held::prepare(retry, replay, request);
+        match std::mem::replace(self, prepared) {
+            Held::Copy(request) => Some(request),
+            Held::Recording(_) | Held::Kept(_) => None,
+        }
     }
 
     /// Whether a retry can be made from what is held: a copy, a recording of a whole body, or a body

@@ -16,7 +16,8 @@ use crate::guards::hosts::Host;
 #[derive(Debug, Clone)]
 pub(super) struct Schedules {
     pub(super) transient: DelayState,
-    pub(super) throttle: Option<DelayState>,
+    /// Boxed: rare, and a request held for its host keeps its schedules too.
+    pub(super) throttle: Option<Box<DelayState>>,
     /// Time waited for the host's pause before the first attempt: here rather than inline, since
     /// only a request that waited (and drew its wait's spread from here) has any.
     pub(super) cooldown: Duration,

@@ -650,7 +650,10 @@ impl RetryState {
             schedules
                 .throttle
                 .get_or_insert_with(|| {
-                    DelayState::new(&s.throttle_backoff, shared.guards.next_stream())
+                    Box::new(DelayState::new(
+                        &s.throttle_backoff,
+                        shared.guards.next_stream(),
+                    ))
                 })
                 .next_delay(&s.throttle_backoff)
         } else {

@@ -49,7 +49,7 @@ pin_project! {
         R: Judge<Req, S::Response, S::Error>,
     {
         #[pin]
-        state: State<S::Future, Req, S::Response, S::Error>,
+        state: State<S::Future, S::Response, S::Error>,
         service: S,
         call: Call<S::Response>,
         replay: R,
@@ -61,11 +61,12 @@ pin_project! {
 pin_project! {
     /// Where the call is in the corridor of `drive`.
     #[project = StateProj]
-    enum State<F, Req, Res, E> {
+    enum State<F, Res, E> {
         // An attempt is in flight, under its time limit.
         Called { #[pin] future: F },
-        // The first attempt waits for its host's pause to end, then for the service's readiness.
-        Paused { request: Option<Req> },
+        // The first attempt waits for its host's pause to end (the request itself is held, unsent),
+        // then for the service's readiness.
+        Paused,
         // The pause before a retry, then the service's readiness, under the deadline.
         Waiting,
         // The call ended before anything was sent (`Call::start`), with this.
@@ -95,21 +96,22 @@ where
         if let Some(deadline) = replay.deadline(&request) {
             retry.limit_deadline(deadline);
         }
-        let held = Held::prepare(&retry, &replay, &mut request);
         let mut call = Call::new(retry);
-        let state = match call.start(|| replay.view(Sent::Copy(&request))) {
+        let (state, held) = match call.start(|| replay.view(Sent::Copy(&request))) {
             Start::Now => {
+                let held = Held::prepare(call.retry(), &replay, &mut request);
                 replay.before_send(&mut request, NextAttempt::new(call.retry()));
-                State::Called {
-                    future: service.call(request),
-                }
+                let future = service.call(request);
+                (State::Called { future }, held)
             }
-            Start::AfterPause => State::Paused {
-                request: Some(request),
-            },
-            Start::End(result) => State::Ended {
-                result: Some(result),
-            },
+            // Nothing is copied while the request waits: it may never go.
+            Start::AfterPause => (State::Paused, Held::unsent(request)),
+            Start::End(result) => {
+                let ended = State::Ended {
+                    result: Some(result),
+                };
+                (ended, Held::unsent(request))
+            }
         };
         let hedge = Hedge::new(call.retry().policy(), || None);
         Self {
@@ -162,8 +164,8 @@ where
                         ControlFlow::Break(result) => result,
                     }
                 }
-                StateProj::Paused { request } => {
-                    let view = request.as_ref().and_then(|r| replay.view(Sent::Copy(r)));
+                StateProj::Paused => {
+                    let view = replay.view(this.held.sent());
                     let ready = ready!(poll_ready_to_send(
                         this.service,
                         this.call,
@@ -171,7 +173,7 @@ where
                         cx
                     ))
                     .and_then(|()| this.call.begin(view.as_ref()));
-                    match ready.map(|()| request.take()) {
+                    match ready.map(|()| this.held.take_unsent(this.call.retry(), replay)) {
                         Ok(Some(mut request)) => {
                             replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
                             let future = this.service.call(request);

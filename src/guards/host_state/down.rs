@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::pace::Pacer;
 use super::report::HostState;
-use super::{Admission, MAX_HOLD, Stage, Ticket};
+use super::{Admission, MAX_HOLD};
 
 /// The breaker's rules, as the table applies them.
 #[derive(Debug)]
@@ -69,7 +69,8 @@ pub(crate) struct DownTicket {
     /// It went as the probe, the `probe_number`-th; its answer is the probe's.
     probe: bool,
     probe_number: u32,
-    release: Option<Ticket>,
+    /// Its place as the held requests are let go, and whether it went.
+    release: Option<(u64, bool)>,
 }
 
 impl DownTicket {
@@ -289,28 +290,12 @@ impl HostHealth {
                     .filter(|ticket| ticket.episode == recovering.episode)?;
                 let pacer = &mut recovering.pacer;
                 let (position, at) = match held.release {
-                    Some(Ticket {
-                        pacer: id,
-                        stage: Stage::Waiting(position),
-                    }) if id == pacer.id => (position, pacer.time_of(position)),
-                    Some(_) => return None,
+                    Some((position, false)) => (position, pacer.time_of(position)),
+                    Some((_, true)) => return None,
                     None => pacer.take(now),
                 };
-                if at <= now {
-                    held.release = Some(Ticket {
-                        pacer: pacer.id,
-                        stage: Stage::Sent {
-                            generation: pacer.generation,
-                            position,
-                        },
-                    });
-                    return None;
-                }
-                held.release = Some(Ticket {
-                    pacer: pacer.id,
-                    stage: Stage::Waiting(position),
-                });
-                Some(Admission::Slot(at - now))
+                held.release = Some((position, at <= now));
+                (at > now).then(|| Admission::Slot(at - now))
             }
             State::Down(down) => {
                 down.last_asked = now;
