@@ -5,7 +5,8 @@
 //! - nginx's own rate limiting (`limit_req`, 429 with `Retry-After`), with and without the host
 //!   cooldown;
 //! - nginx closing connections unanswered (`return 444`), and streaming bodies answered 503;
-//! - a network namespace that drops SYNs, and one that loses 10 % of the packets it receives.
+//! - a network namespace that drops SYNs, and one that loses 10 % of the packets it receives;
+//! - the breaker through outages of 20 s: nginx answering 502, SYNs dropped, a port refusing.
 //!
 //! nginx runs as a child of the test with a configuration of its own, on a free port, and its access
 //! log says what the server saw. The namespaces need root, iproute2 and iptables. Without nginx, or
@@ -28,6 +29,8 @@ mod skip;
 #[path = "real_servers/upstream.rs"]
 mod upstream;
 
+#[path = "real_servers/breaker.rs"]
+mod breaker;
 #[path = "real_servers/hung_upstream.rs"]
 mod hung_upstream;
 #[path = "real_servers/limit_req.rs"]
@@ -53,8 +56,14 @@ use skip::Need::{Netns, Nginx};
 
 fn main() -> ExitCode {
     harness::run(trials![skip::missing;
-        async hung_upstream::a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499 [Nginx];
+        // The longest first. The limit_req tests read the figures of one 60 s run, which the first
+        // to start makes while the others wait: the breaker's outages (42 s and two of 23 s) run
+        // beside it rather than a second limit_req test waiting for it.
         sync limit_req::no_retry_of_a_429_reaches_nginx_before_its_retry_after [Nginx];
+        async breaker::a_backend_gone_20_s_behind_nginx_is_found_down_and_only_probes_reach_nginx_until_it_is_back [Nginx];
+        async breaker::behind_dropped_syns_for_20_s_only_probes_are_sent_and_the_first_after_the_return_connects [Nginx, Netns];
+        async breaker::a_port_refusing_for_20_s_is_found_down_probed_alone_and_up_within_1_s_of_a_server_listening [Nginx, Netns];
+        async hung_upstream::a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499 [Nginx];
         sync limit_req::with_host_cooldown_the_client_gets_90_percent_of_the_quota [Nginx];
         sync limit_req::host_cooldown_draws_fewer_429s_than_no_cooldown [Nginx];
         sync limit_req::with_host_cooldown_every_call_ends_200_within_its_deadline [Nginx];

@@ -9,12 +9,13 @@ pub(crate) const USAGE: &str =
   --clients N        clients in the herd, callers of the rate-limit scenario, whose quota is
                      0.8 N requests/s, clients of the metastable one, whose server serves
                      N requests/s, of the tail one, who send 10 N requests/s, of the
-                     outages one, who send N requests/s, and workers of the restart one
-                     (default 1000; 200 with --real)
+                     outages one, who send N requests/s, workers of the restart one, and
+                     calls/s of the dead-host one (default 1000; 200 with --real)
   --seed N           seed of the network and of every client's jitter (default 1)
   --out DIR          where to write the charts, herd.svg, herd-retry-after.svg,
                      herd-ratelimit.svg, herd-metastable.svg, herd-tail.svg,
-                     herd-outages.svg and herd-restart.svg, creating DIR if need be
+                     herd-outages.svg, herd-restart.svg and herd-dead-host.svg, creating
+                     DIR if need be
                      (default target/herd, under CARGO_TARGET_DIR if set; --out docs for the
                      README's); not with --real, which draws none
   --threads N        rows simulated at once in virtual time, each on its own thread (default: the
@@ -25,7 +26,9 @@ pub(crate) const USAGE: &str =
                      70 % load loses half its capacity for 5 s), tail (1 % of attempts take
                      1 s, and hedging), outages (a backend restarting behind a reverse proxy,
                      which answers 502 for 0.5 to 5 s), restart (N supervised workers lose
-                     their database for 30 s), or all (default)
+                     their database for 30 s), dead-host (one policy, N calls/s, a host that
+                     refuses connections or drops SYNs for 60 s, or restarts in 1 s, and
+                     circuit breakers), or all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run
@@ -42,6 +45,7 @@ pub(crate) enum Scenarios {
     Tail,
     Outages,
     Restart,
+    DeadHost,
 }
 
 impl Scenarios {
@@ -67,6 +71,10 @@ impl Scenarios {
 
     pub(crate) fn restart(self) -> bool {
         matches!(self, Self::All | Self::Restart)
+    }
+
+    pub(crate) fn dead_host(self) -> bool {
+        matches!(self, Self::All | Self::DeadHost)
     }
 }
 
@@ -125,9 +133,10 @@ impl Args {
                         "tail" => Scenarios::Tail,
                         "outages" => Scenarios::Outages,
                         "restart" => Scenarios::Restart,
+                        "dead-host" => Scenarios::DeadHost,
                         other => {
                             return Err(format!(
-                                "--scenario {other}: one of outage, ratelimit, metastable, tail, outages, restart, all"
+                                "--scenario {other}: one of outage, ratelimit, metastable, tail, outages, restart, dead-host, all"
                             ));
                         }
                     };

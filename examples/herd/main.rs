@@ -50,7 +50,14 @@
 //! restarted by `stagger::supervise` or by the peers' restart schedules (Kubernetes, systemd,
 //! task-supervisor, Akka, gRPC); its table gives the reconnection attempts, their peak per 10 ms once
 //! the database is back and when every worker is connected again, and its chart, `herd-restart.svg`,
-//! both over time. `--scenario outage`, `ratelimit`, `metastable`, `tail`, `outages` or `restart` runs
+//! both over time. An eighth is a dead host (`dead_host.rs`): one process sends 1 000 new calls/s
+//! through one policy to a host that refuses connections for 60 s, drops SYNs for 60 s, or restarts
+//! in 1 s; its rows are stagger without a breaker, with its breaker holding calls or failing fast,
+//! tower-resilience's circuit breaker and outlier detection, and models of the breakers of
+//! Microsoft.Extensions.Http.Resilience and resilience4j; its tables give the attempts that reach
+//! the host while it is down, the callers' latency and success, and the time to recover once it is
+//! back, and its chart, `herd-dead-host.svg`, the attempts reaching the host over time.
+//! `--scenario outage`, `ratelimit`, `metastable`, `tail`, `outages`, `restart` or `dead-host` runs
 //! one of them; all run by default.
 //!
 //! ```text
@@ -62,10 +69,12 @@
 //! cargo run --release --all-features --example herd -- --scenario tail
 //! cargo run --release --all-features --example herd -- --scenario outages
 //! cargo run --release --all-features --example herd -- --scenario restart
+//! cargo run --release --all-features --example herd -- --scenario dead-host
 //! cargo run --release --all-features --example herd -- --real    # over loopback sockets, in real time
 //! ```
 
 mod args;
+mod dead_host;
 mod metastable;
 mod outage;
 mod outages;
@@ -142,6 +151,14 @@ fn main() {
         }
         restart::run(&args);
     }
+    // The restart scenario's peak memory is read before the dead-host scenario adds to it.
+    let with_restart = peak_rss();
+    if args.scenarios.dead_host() {
+        if args.scenarios != args::Scenarios::DeadHost {
+            println!();
+        }
+        dead_host::run(&args);
+    }
 
     let wall = wall.elapsed();
     println!("\nwall time {wall:.2?}");
@@ -191,10 +208,18 @@ fn main() {
         );
     }
     if args.scenarios.restart()
-        && let Some(peak) = peak_rss()
+        && let Some(peak) = with_restart
     {
         println!(
             "peak RSS {:.1} MiB with the restart scenario",
+            peak as f64 / 1024.0
+        );
+    }
+    if args.scenarios.dead_host()
+        && let Some(peak) = peak_rss()
+    {
+        println!(
+            "peak RSS {:.1} MiB with the dead-host scenario",
             peak as f64 / 1024.0
         );
     }

@@ -121,13 +121,15 @@ pub(crate) struct Row {
 
 impl Row {
     /// The policy of one client. Unlimited retries and no time limits: the point is to see how long the
-    /// herd takes to drain.
+    /// herd takes to drain. No breaker: the rows compare backoffs, and a client whose host is down
+    /// would go at its probes' pace, whatever its backoff (the defaults' table has the breaker).
     pub(crate) fn policy(&self, seed: u64) -> RetryPolicy {
         let builder = RetryPolicy::builder()
             .backoff(self.backoff)
             .max_retries(u32::MAX)
             .max_elapsed(None)
             .attempt_timeout(None)
+            .breaker(None)
             .retry_after(self.retry_after)
             .seed(seed);
         let builder = if self.budget {

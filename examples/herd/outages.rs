@@ -223,7 +223,8 @@ fn measure<'a>(scenario: &Scenario, rows: &'a [Row], threads: usize) -> Vec<Line
 /// Runs one row's calls through one outage against a fresh proxy, in virtual time.
 async fn simulate(job: &Job<'_>, scenario: &Scenario) -> Figures {
     let start = Instant::now();
-    let proxy = Proxy::new(DOWN_AT..back_at(job.outage));
+    let outage = DOWN_AT..back_at(job.outage);
+    let proxy = Proxy::new(outage.clone());
     // The same network and the same arrivals for every row: the rows differ only in how they retry.
     let network = Rc::new(RefCell::new(Network::new(proxy, start, scenario.seed)));
     let clients: Vec<Rc<Client>> = (0..scenario.clients)
@@ -241,6 +242,7 @@ async fn simulate(job: &Job<'_>, scenario: &Scenario) -> Figures {
                 }
                 let client = Rc::clone(&clients[client]);
                 let (network, calls) = (Rc::clone(&network), Rc::clone(&calls));
+                let outage = outage.clone();
                 tasks.push(tokio::task::spawn_local(async move {
                     let sent = Instant::now();
                     let ended = client.call(&network).await;
@@ -248,7 +250,10 @@ async fn simulate(job: &Job<'_>, scenario: &Scenario) -> Figures {
                         took: sent.elapsed(),
                         ok: ended.ok,
                         attempts: ended.attempts,
-                        met_outage: ended.met_outage,
+                        // A call held for its host (a breaker) met the outage if it started
+                        // during it, whatever its first attempt got once it went.
+                        met_outage: ended.met_outage
+                            || ended.held && outage.contains(&(sent - start)),
                         why: ended.why,
                     });
                 }));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use http::Extensions;
 use reqwest_middleware::ClientBuilder;
-use stagger::{Elapsed, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
+use stagger::{Elapsed, Rejected, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, StopReason};
 use tower::{Layer, ServiceExt};
 
 /// The two adapters a reqwest user has.
@@ -163,6 +163,17 @@ impl CallError {
             }
             Self::Middleware(reqwest_middleware::Error::Reqwest(_)) => None,
             Self::Layer(error) => error.elapsed().copied(),
+        }
+    }
+
+    /// The policy's refusal to send the request, when it did not send it (a host found down by the
+    /// breaker, say): `reqwest_middleware::Error::Middleware` holding a `stagger::Rejected` through
+    /// the middleware, `stagger::Error::rejected()` through the layer.
+    pub fn rejected(&self) -> Option<&Rejected> {
+        match self {
+            Self::Middleware(reqwest_middleware::Error::Middleware(error)) => error.downcast_ref(),
+            Self::Middleware(reqwest_middleware::Error::Reqwest(_)) => None,
+            Self::Layer(error) => error.rejected(),
         }
     }
 

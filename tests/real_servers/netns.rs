@@ -94,13 +94,31 @@ impl Netns {
         command
     }
 
-    /// Appends an iptables rule to the namespace's own tables (`-A ...` arguments).
+    /// Runs iptables on the namespace's own tables: `rule` is its arguments (`-A ...` appends a rule,
+    /// `-I ...` inserts one).
     pub fn iptables(&self, rule: &[&str]) {
         let mut args = vec!["netns", "exec", &self.name, "iptables"];
         args.extend_from_slice(rule);
         if let Err(why) = run("ip", &args) {
             panic!("iptables in {}: {why}", self.name);
         }
+    }
+
+    /// iptables' count of the packets each rule of the namespace's `chain` matched, in the chain's
+    /// order, each with its target (`DROP`, `ACCEPT`).
+    pub fn packets(&self, chain: &str) -> Vec<(String, u64)> {
+        let args = [
+            "netns", "exec", &self.name, "iptables", "-n", "-v", "-x", "-L", chain,
+        ];
+        let listing =
+            run("ip", &args).unwrap_or_else(|why| panic!("iptables in {}: {why}", self.name));
+        // "Chain INPUT (policy ...)", the column names, then "pkts bytes target prot ..." per rule.
+        (listing.lines().skip(2))
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                Some((fields.get(2)?.to_string(), fields.first()?.parse().ok()?))
+            })
+            .collect()
     }
 }
 

@@ -30,26 +30,34 @@ impl Nginx {
     /// nginx on loopback with one `server` block holding `server` (its `listen` and `root` are set
     /// here: `/ok.txt` is a static file holding `ok`).
     pub async fn start(server: &str) -> Self {
-        Self::launch("", server, None).await
+        Self::launch("", server, None, None).await
     }
 
     /// The same, with `http` directives before the `server` block (zones, maps).
     pub async fn start_with(http: &str, server: &str) -> Self {
-        Self::launch(http, server, None).await
+        Self::launch(http, server, None, None).await
     }
 
     /// nginx inside `netns`, listening on its address.
     pub async fn start_in(netns: &Netns, server: &str) -> Self {
-        Self::launch("", server, Some(netns)).await
+        Self::launch("", server, Some(netns), None).await
     }
 
-    async fn launch(http: &str, server: &str, netns: Option<&Netns>) -> Self {
+    /// nginx inside `netns` on `port`: a server that starts where clients were already knocking.
+    pub async fn start_in_on(netns: &Netns, port: u16, server: &str) -> Self {
+        Self::launch("", server, Some(netns), Some(port)).await
+    }
+
+    /// nginx on `port`, or on a port found free.
+    async fn launch(http: &str, server: &str, netns: Option<&Netns>, port: Option<u16>) -> Self {
         let nginx = tool("nginx").expect("nginx is on PATH (checked by skip::ready)");
         let ip = netns.map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |n| IpAddr::V4(n.addr));
         // A port found free may be taken before nginx binds it: then nginx exits, and another is tried.
+        // A port given is tried once.
+        let tries = if port.is_some() { 1 } else { 5 };
         let mut failures = Vec::new();
-        for _ in 0..5 {
-            let addr = SocketAddr::new(ip, free_port(ip));
+        for _ in 0..tries {
+            let addr = SocketAddr::new(ip, port.unwrap_or_else(|| free_port(ip)));
             let dir = fresh_dir();
             let config = config(&dir, addr, http, server);
             std::fs::write(dir.join("nginx.conf"), config).unwrap();
@@ -106,6 +114,11 @@ impl Nginx {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The URL of `path` (with its query) on this server.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use http::{Request, Response, StatusCode, Uri};
 use stagger::{RetryInfo, RetryLayer, RetryPolicy};
+use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
 use super::proxy::Proxy;
@@ -43,6 +44,9 @@ pub(super) struct Ended {
     pub(super) attempts: u32,
     /// Whether its first attempt got a `502`.
     pub(super) met_outage: bool,
+    /// Whether its first attempt waited: held for its host by a breaker (sent 10 ms or more after
+    /// the call started), or never sent at all.
+    pub(super) held: bool,
     /// Why it stopped without a `200`; `None` when it got one.
     pub(super) why: Option<String>,
 }
@@ -76,6 +80,8 @@ impl Client {
         // `SimulatedServer` carries one exchange at a time.
         let server = FirstAnswer::new(SimulatedServer::connect(network));
         let first = Rc::clone(&server.first);
+        let first_sent = Rc::clone(&server.first_sent);
+        let started = Instant::now();
         let (ok, attempts, why) = match self {
             Self::Peer(peer) => {
                 // No time limit: the proxy answers every attempt at once.
@@ -110,6 +116,9 @@ impl Client {
             ok,
             attempts,
             met_outage: first.get() == Some(StatusCode::BAD_GATEWAY),
+            held: first_sent
+                .get()
+                .is_none_or(|sent| sent - started >= Duration::from_millis(10)),
             why,
         }
     }
@@ -121,6 +130,8 @@ impl Client {
 struct FirstAnswer {
     server: SimulatedServer<Proxy>,
     first: Rc<Cell<Option<StatusCode>>>,
+    /// When the first attempt went.
+    first_sent: Rc<Cell<Option<Instant>>>,
 }
 
 impl FirstAnswer {
@@ -128,6 +139,7 @@ impl FirstAnswer {
         Self {
             server,
             first: Rc::default(),
+            first_sent: Rc::default(),
         }
     }
 }
@@ -142,6 +154,9 @@ impl Service<Request<()>> for FirstAnswer {
     }
 
     fn call(&mut self, request: Request<()>) -> FirstReply {
+        if self.first_sent.get().is_none() {
+            self.first_sent.set(Some(Instant::now()));
+        }
         FirstReply {
             reply: self.server.call(request),
             first: Rc::clone(&self.first),

@@ -13,9 +13,19 @@
 //! which the strategy retries (`default_on_request_failure`, reqwest-retry 0.9.1,
 //! src/retryable_strategy.rs:134-145); a `reqwest::Error` cannot be made outside reqwest, so the driver
 //! applies that rule itself.
+//!
+//! The dead-host scenario's circuit breakers: tower-resilience 0.13's circuit breaker and outlier
+//! detection, driven by the crate ([`tower_resilience`]); and models of the breakers of
+//! Microsoft.Extensions.Http.Resilience's standard handler ([`polly_breaker`]) and of resilience4j
+//! ([`resilience4j_breaker`]), written from their published defaults and sources, in a tower layer
+//! of their own ([`breaker_model`]).
 
+pub(crate) mod breaker_model;
+pub(crate) mod polly_breaker;
 pub(crate) mod reqwest_peer;
+pub(crate) mod resilience4j_breaker;
 pub(crate) mod tower_peer;
+pub(crate) mod tower_resilience;
 
 use std::cell::RefCell;
 use std::convert::Infallible;
