@@ -71,6 +71,7 @@
 //! | `attempt_timeout`: each attempt, to the response's head | 10 s |
 //! | `Retry-After` and rate-limit headers ([`server_delay`]) | a floor, spread over `max(c(n), F)` after it; over 30 s: stop |
 //! | a `429` without a usable delay | its own schedule: exponential from 500 ms, equal jitter ([`RetryPolicyBuilder::throttle_backoff`]) |
+//! | breaker ([`RetryPolicyBuilder::breaker`]) | on: 5 failures in a row without an answer (or a `502`–`504`) put a host down; its calls wait for it up to 10 s while one probe per 0.1–1 s finds it back |
 //! | host cooldown ([`RetryPolicyBuilder::host_cooldown`]) | off |
 //! | adaptive throttling ([`RetryPolicyBuilder::adaptive_throttle`]) | off |
 //! | a streaming body kept for a retry ([`RetryPolicyBuilder::replay_buffer`]) | 64 KiB |

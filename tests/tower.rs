@@ -59,12 +59,14 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A policy without jitter and without a budget: every delay is the backoff's ceiling (100, 200, 400 ms …
-/// from an `initial` of 100 ms).
+/// A policy without jitter, without a budget and without a breaker: every delay is the backoff's
+/// ceiling (100, 200, 400 ms … from an `initial` of 100 ms), and a host failing every attempt is not
+/// found down (tests/breaker.rs has the breaker's own tests).
 fn exact(initial: Duration) -> RetryPolicyBuilder {
     RetryPolicy::builder()
         .backoff(Backoff::exponential(initial).with_jitter(Jitter::None))
         .budget(None)
+        .breaker(None)
 }
 
 /// Builds the policy with a hook that records every retry it announces.

@@ -294,16 +294,19 @@ pub(crate) fn run_in_parallel<J: Sync, F: Send>(
             let next = &next;
             let run = &run;
             scope.spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .expect("a current-thread runtime");
                 loop {
                     let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(job) = jobs.get(index) else {
                         return;
                     };
+                    // A runtime of its own for each job: its paused clock starts at zero, so that
+                    // tokio's timer, which rounds a deadline up to its next millisecond, rounds the
+                    // same whichever jobs ran on this thread before.
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .start_paused(true)
+                        .build()
+                        .expect("a current-thread runtime");
                     let figures = run(&runtime, job);
                     if sender.send((index, figures)).is_err() {
                         return;

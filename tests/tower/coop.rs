@@ -21,6 +21,7 @@ async fn zero_delay_retries_spend_the_cooperative_budget_and_then_yield() {
         .backoff(Backoff::fixed(Duration::ZERO))
         .max_retries(1000)
         .budget(None)
+        .breaker(None)
         .build()
         .unwrap();
 

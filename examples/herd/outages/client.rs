@@ -17,7 +17,7 @@ use tower::{Layer, Service, ServiceExt};
 use super::proxy::Proxy;
 use super::{ARRIVALS, Kind, PEER_JITTER, POLICY, Scenario, URI};
 use crate::peers::PeerClient;
-use crate::sim::{Network, Reply, SimulatedServer, poisson_arrivals, stream};
+use crate::sim::{Network, Reply, SimulatedServer, own_process, poisson_arrivals, stream};
 
 /// The new requests for `send_for`: when each is made, and by which client. A Poisson stream at the
 /// scenario's rate, the same prefix for every `send_for`, so that the outages differ only in length.
@@ -61,13 +61,13 @@ impl Client {
             Kind::StaggerDefaults => {
                 let seed = stream(stream(scenario.seed, POLICY), client as u64);
                 // `RetryPolicy::default()` is this builder, built: whatever the defaults are, with the
-                // client's own jitter.
-                let policy = RetryPolicy::builder().seed(seed).build();
+                // client's own jitter, and its own starting credit as a process of its own has.
+                let policy = own_process(RetryPolicy::builder()).seed(seed).build();
                 Self::Stagger(RetryLayer::new(policy.expect("the default policy")))
             }
             Kind::Stagger(change) => {
                 let seed = stream(stream(scenario.seed, POLICY), client as u64);
-                let policy = change(RetryPolicy::builder()).seed(seed).build();
+                let policy = change(own_process(RetryPolicy::builder())).seed(seed).build();
                 Self::Stagger(RetryLayer::new(policy.expect("a valid policy")))
             }
         }

@@ -7,9 +7,10 @@ use crate::engine::builder::RetryPolicyBuilder;
 use crate::error::ConfigError;
 
 impl RetryPolicyBuilder {
-    /// Turns on per-host failure detection (`None`, the default, turns it off): a host whose attempts
-    /// keep failing without an answer is *down*, requests to it are held for it or fail at once, and
-    /// one probe per delay finds out when it is back. [`Breaker`] has the rules and the settings.
+    /// Sets per-host failure detection (on by default, [`Breaker::default()`]; `None` turns it off): a
+    /// host whose attempts keep failing without an answer is *down*, requests to it are held for it or
+    /// fail at once, and one probe per delay finds out when it is back. [`Breaker`] has the rules and
+    /// the settings.
     ///
     /// What it saves: a dead host costs a caller its whole deadline (three 10 s attempts to a host
     /// that drops SYNs, with the defaults), and a busy one its attempt timeout on every call, while
@@ -34,8 +35,10 @@ impl RetryPolicyBuilder {
     /// use std::time::Duration;
     /// use stagger::{Breaker, ConfigError, RetryPolicy};
     ///
-    /// let policy = RetryPolicy::builder().breaker(Breaker::default()).build()?;
-    /// assert_eq!(policy.breaker(), Some(Breaker::hold(Duration::from_secs(5))));
+    /// assert_eq!(RetryPolicy::default().breaker(), Some(Breaker::hold(Duration::from_secs(10))));
+    /// let policy = RetryPolicy::builder().breaker(Breaker::fail_fast()).build()?;
+    /// assert_eq!(policy.breaker(), Some(Breaker::fail_fast()));
+    /// assert_eq!(RetryPolicy::builder().breaker(None).build()?.breaker(), None);
     /// assert_eq!(
     ///     RetryPolicy::builder().breaker(Breaker::fail_fast().with_failures(0)).build().unwrap_err(),
     ///     ConfigError::BreakerFailures(0)

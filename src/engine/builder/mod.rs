@@ -145,7 +145,7 @@ impl RetryPolicyBuilder {
             },
             grpc_methods: Vec::new(),
             host_cooldown: false,
-            breaker: None,
+            breaker: Some(Breaker::default()),
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             budget: Budget::Default,
