@@ -569,7 +569,11 @@ mod middleware {
         // time the machine, not the call.)
         let start = tokio::time::Instant::now();
         let error = client.get(&url).send().await.unwrap_err();
-        assert!(start.elapsed() < Duration::from_millis(1), "{error:?} after {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_millis(1),
+            "{error:?} after {:?}",
+            start.elapsed()
+        );
         let reqwest_middleware::Error::Middleware(error) = error else {
             panic!("a Rejected, not {error}");
         };

@@ -67,7 +67,9 @@ impl Client {
             }
             Kind::Stagger(change) => {
                 let seed = stream(stream(scenario.seed, POLICY), client as u64);
-                let policy = change(own_process(RetryPolicy::builder())).seed(seed).build();
+                let policy = change(own_process(RetryPolicy::builder()))
+                    .seed(seed)
+                    .build();
                 Self::Stagger(RetryLayer::new(policy.expect("a valid policy")))
             }
         }
