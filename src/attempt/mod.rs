@@ -90,22 +90,33 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// An attempt with this classified outcome, of an idempotent, replayable request, without `Retry-After`.
+    /// An attempt with this classified outcome, of an idempotent, replayable request, without
+    /// `Retry-After`; an [`Outcome::RetryAfter`] is a [`Outcome::RetrySafe`] whose delay is the
+    /// attempt's [`retry_after`](Self::retry_after).
     ///
     /// ```
+    /// use std::time::Duration;
     /// use stagger::adapter::Attempt;
     /// use stagger::{Outcome, Reason};
     ///
     /// let timeout = Outcome::RetryIfIdempotent(Reason::Timeout);
     /// let attempt = Attempt::new(timeout);
     /// assert_eq!(attempt, Attempt::new(timeout).idempotent(true).replayable(true).retry_after(None));
+    ///
+    /// let named = Attempt::new(Outcome::RetryAfter(Reason::Connect, Duration::from_secs(2)));
+    /// let floored = Attempt::new(Outcome::RetrySafe(Reason::Connect));
+    /// assert_eq!(named, floored.retry_after(Some(Duration::from_secs(2))));
     /// ```
     pub const fn new(outcome: Outcome) -> Self {
+        let (outcome, retry_after) = match outcome {
+            Outcome::RetryAfter(reason, delay) => (Outcome::RetrySafe(reason), Some(delay)),
+            other => (other, None),
+        };
         Self {
             outcome,
             idempotent: true,
             replayable: true,
-            retry_after: None,
+            retry_after,
             throttled: false,
             refused_retry: false,
             restarts_backoff: false,

@@ -1,6 +1,7 @@
 //! [`Outcome`] and [`Reason`]: the classifier's words, at the crate's root.
 
 use std::fmt;
+use std::time::Duration;
 
 use http::StatusCode;
 
@@ -43,6 +44,39 @@ pub enum Outcome {
     RetrySafe(Reason),
     /// The attempt failed, and the server may have acted; only idempotent requests are sent again.
     RetryIfIdempotent(Reason),
+    /// The server did not act on the request and named, in a form only the classifier reads (a header
+    /// of its own, a field of a body a layer below has read), how long to wait: as
+    /// [`RetrySafe`](Self::RetrySafe), with that delay treated exactly as a `Retry-After` of it.
+    ///
+    /// The delay is a floor, spread like any server delay, ended by
+    /// [`max_retry_after`](crate::RetryPolicyBuilder::max_retry_after) when it is longer, and a pause
+    /// the host asked for when the policy keeps a [host cooldown](crate::RetryPolicyBuilder::host_cooldown).
+    /// When the answer also carries a delay stagger reads itself (`Retry-After`, a rate-limit header,
+    /// gRPC's pushback), the longer of the two is waited.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use stagger::classify::{self, AttemptResult, ClassifyHttp, DefaultClassifier};
+    /// use stagger::{Outcome, Reason, RetryPolicy};
+    ///
+    /// // A server that answers 429 with `x-wait-ms: 1500`.
+    /// let classifier = classify::from_fn(|request, result| match result {
+    ///     AttemptResult::Response { status: StatusCode::TOO_MANY_REQUESTS, headers, .. } => {
+    ///         let wait = headers.get("x-wait-ms").and_then(|v| v.to_str().ok()?.parse().ok());
+    ///         let reason = Reason::Status(StatusCode::TOO_MANY_REQUESTS);
+    ///         match wait {
+    ///             Some(ms) => Outcome::RetryAfter(reason, Duration::from_millis(ms)),
+    ///             None => Outcome::RetrySafe(reason),
+    ///         }
+    ///     }
+    ///     _ => DefaultClassifier.classify(request, result),
+    /// });
+    /// let policy = RetryPolicy::builder().classifier(classifier).build()?;
+    /// # let _ = policy;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    RetryAfter(Reason, Duration),
     /// The attempt failed in a way another attempt will not fix: return it.
     Fatal,
 }
@@ -59,7 +93,10 @@ impl Outcome {
     /// assert!(!Outcome::Fatal.is_retryable());
     /// ```
     pub const fn is_retryable(&self) -> bool {
-        matches!(self, Self::RetrySafe(_) | Self::RetryIfIdempotent(_))
+        matches!(
+            self,
+            Self::RetrySafe(_) | Self::RetryIfIdempotent(_) | Self::RetryAfter(..)
+        )
     }
 
     /// The reason of a retryable outcome.
@@ -72,8 +109,27 @@ impl Outcome {
     /// ```
     pub const fn reason(&self) -> Option<Reason> {
         match self {
-            Self::RetrySafe(reason) | Self::RetryIfIdempotent(reason) => Some(*reason),
+            Self::RetrySafe(reason)
+            | Self::RetryIfIdempotent(reason)
+            | Self::RetryAfter(reason, _) => Some(*reason),
             Self::Success | Self::Fatal => None,
+        }
+    }
+
+    /// The delay a [`RetryAfter`](Self::RetryAfter) outcome names.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stagger::{Outcome, Reason};
+    ///
+    /// let named = Outcome::RetryAfter(Reason::Other("quota"), Duration::from_secs(6));
+    /// assert_eq!(named.server_delay(), Some(Duration::from_secs(6)));
+    /// assert_eq!(Outcome::RetrySafe(Reason::Connect).server_delay(), None);
+    /// ```
+    pub const fn server_delay(&self) -> Option<Duration> {
+        match self {
+            Self::RetryAfter(_, delay) => Some(*delay),
+            _ => None,
         }
     }
 }

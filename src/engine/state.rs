@@ -579,7 +579,7 @@ impl RetryState {
             Outcome::Success => return Some(StopReason::Success),
             Outcome::Fatal if attempt.opted_out => return Some(StopReason::OptedOut),
             Outcome::Fatal => return Some(StopReason::Fatal),
-            Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) => {}
+            Outcome::RetrySafe(_) | Outcome::RetryIfIdempotent(_) | Outcome::RetryAfter(..) => {}
         }
         if attempt.refused_retry {
             return Some(StopReason::Pushback);

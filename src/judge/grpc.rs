@@ -54,11 +54,14 @@ pub(super) fn grpc_signals(
             && (code != GrpcCode::ResourceExhausted || grpc::names_a_delay(headers));
         return attempt.opted_out(opted_out).signal(accepted(policy));
     }
-    let (delay, refused) = match pushback(headers) {
+    let (pushed, refused) = match pushback(headers) {
         Some(GrpcPushback::After(delay)) => (Some(delay), false),
         Some(GrpcPushback::Stop) => (None, true),
         None => (retry_info(headers), false),
     };
+    // A delay the classifier named (`Outcome::RetryAfter`) floors the retry as the pushback does;
+    // the longer of the two is waited, and only the pushback starts the backoff over (A6).
+    let delay = pushed.max(attempt.retry_after);
     let throttled = code == GrpcCode::ResourceExhausted;
     let signal = if policy.host_cooldown() && (throttled || delay.is_some()) {
         HostSignal::Refused {
@@ -71,7 +74,7 @@ pub(super) fn grpc_signals(
     attempt
         .retry_after(delay)
         .refused_retry(refused)
-        .restarts_backoff(delay.is_some())
+        .restarts_backoff(pushed.is_some())
         .throttled(throttled)
         .signal(signal)
 }

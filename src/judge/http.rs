@@ -17,6 +17,8 @@ pub(super) fn http_signals(
     attempt: Attempt,
 ) -> Attempt {
     let retryable = attempt.outcome().is_retryable();
+    // A delay the classifier named (`Outcome::RetryAfter`): a server's delay like the headers'.
+    let named = attempt.retry_after;
     let cooldown = policy.host_cooldown();
     // A success or a fatal answer reads no header, unless the policy keeps the pauses hosts ask for.
     if !retryable && !cooldown {
@@ -26,7 +28,10 @@ pub(super) fn http_signals(
         status, headers, ..
     } = *seen
     else {
-        return attempt;
+        return match named {
+            Some(asked) if cooldown => attempt.signal(HostSignal::Refused { asked, pace: None }),
+            _ => attempt,
+        };
     };
     // A server's delay means something on a 429 (RFC 6585), a 503 and a 413 (RFC 9110 §10.2.3,
     // §15.5.14), and on a 403 that says a rate limit is spent; on a 502 or a 500 it is read as
@@ -34,17 +39,19 @@ pub(super) fn http_signals(
     let rate_limit =
         status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN && retryable;
     let refusal = rate_limit || status == StatusCode::SERVICE_UNAVAILABLE;
-    let delay = if refusal || status == StatusCode::PAYLOAD_TOO_LARGE && retryable {
+    let read = if refusal || status == StatusCode::PAYLOAD_TOO_LARGE && retryable {
         server_delay(headers, SystemTime::now())
     } else {
         None
     };
+    let delay = read.max(named);
     let throttled =
         rate_limit || status == StatusCode::SERVICE_UNAVAILABLE && says_throttled(headers);
     let signal = if !cooldown {
         HostSignal::Nothing
-    } else if rate_limit || refusal && delay.is_some() {
-        // A refusal: a 429 (or a rate-limited 403) whatever it says, a 503 that asks for a delay.
+    } else if rate_limit || (refusal || named.is_some()) && delay.is_some() {
+        // A refusal: a 429 (or a rate-limited 403) whatever it says, a 503 that asks for a delay,
+        // any answer whose delay the classifier named.
         HostSignal::Refused {
             asked: delay.unwrap_or_default(),
             pace: quota_pace(headers),

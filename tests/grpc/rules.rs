@@ -178,6 +178,62 @@ async fn resource_exhausted_retried_by_a_classifier_of_one_s_own_waits_on_the_th
     assert_eq!(info(&result).slept(), Duration::from_secs(3));
 }
 
+/// A server of one's own puts its delay in `x-wait-ms`: this classifier names it.
+fn named_wait(request: &stagger::classify::RequestView<'_>, result: &AttemptResult<'_>) -> Outcome {
+    match result {
+        AttemptResult::Response { headers, .. } if headers.contains_key("x-wait-ms") => {
+            let ms = headers["x-wait-ms"].to_str().unwrap().parse().unwrap();
+            let reason = Reason::Grpc(GrpcCode::Unavailable);
+            Outcome::RetryAfter(reason, Duration::from_millis(ms))
+        }
+        _ => DefaultClassifier.classify(request, result),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delay_a_classifier_names_floors_the_retry_and_the_longer_of_it_and_a_pushback_is_waited()
+{
+    let policy = || {
+        quick()
+            .retry_after(stagger::RetryAfterMode::Strict)
+            .classifier(stagger::classify::from_fn(named_wait))
+            .build()
+            .unwrap()
+    };
+    let (alone, calls) = send(policy(), "/a.B/C", |n| {
+        Ok(match n {
+            1 => grpc(Some(14), &[("x-wait-ms", "3000")]),
+            _ => grpc(Some(0), &[]),
+        })
+    })
+    .await;
+    assert_eq!(calls, 2);
+    assert_eq!(info(&alone).slept(), Duration::from_secs(3));
+    // Beside a shorter pushback, the named 3 s; beside a longer one, the pushback.
+    let (shorter, _) = send(policy(), "/a.B/C", |n| {
+        Ok(match n {
+            1 => grpc(
+                Some(14),
+                &[("x-wait-ms", "3000"), ("grpc-retry-pushback-ms", "1000")],
+            ),
+            _ => grpc(Some(0), &[]),
+        })
+    })
+    .await;
+    assert_eq!(info(&shorter).slept(), Duration::from_secs(3));
+    let (longer, _) = send(policy(), "/a.B/C", |n| {
+        Ok(match n {
+            1 => grpc(
+                Some(14),
+                &[("x-wait-ms", "3000"), ("grpc-retry-pushback-ms", "5000")],
+            ),
+            _ => grpc(Some(0), &[]),
+        })
+    })
+    .await;
+    assert_eq!(info(&longer).slept(), Duration::from_secs(5));
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_timed_out_is_retried_only_for_a_method_marked_idempotent() {
     let timing_out: Answer = |n| match n {
