@@ -171,7 +171,7 @@ mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-pub use crate::attempt::{RestartEvent, RetryInfo, StopReason};
+pub use crate::attempt::{ResendCount, RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
 pub use crate::engine::breaker::{Breaker, WhenDown};

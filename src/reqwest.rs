@@ -11,13 +11,13 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::attempt::RetryInfo;
+use crate::attempt::{ResendCount, RetryInfo};
 use crate::classify::{AsError, RequestView};
 use crate::drive::call::{Call, Start};
 use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
 use crate::drive::held::Held;
 use crate::engine::policy::RetryPolicy;
-use crate::replay::{HttpReplay, Judge, Replay};
+use crate::replay::{HttpReplay, Judge, NextAttempt, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
 ///
@@ -257,8 +257,11 @@ impl RetryMiddleware {
                         ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
                             Poll::Ready(true)
                         },
-                        send: |request, (extensions, next): &mut (Extensions, Next<'n>)| {
+                        send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
                             let mut extensions = extensions.clone();
+                            if let Some(count) = resend {
+                                extensions.insert(count);
+                            }
                             let next = next.clone();
                             let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
                                 Box::pin(async move { next.run(request, &mut extensions).await });
@@ -282,11 +285,21 @@ impl RetryMiddleware {
                     break result;
                 }
                 match call.begin_retry(&HttpReplay, &mut held) {
-                    Ok(retry) => sending = next.clone().run(retry, extensions),
+                    Ok(retry) => {
+                        // For the middlewares after this one: which resend it is.
+                        if let Some(count) = NextAttempt::new(call.retry()).resend_count() {
+                            extensions.insert(count);
+                        }
+                        sending = next.clone().run(retry, extensions);
+                    }
                     Err(result) => break result,
                 }
             }
         };
+        if call.retry().attempts() > 1 {
+            // The caller's extensions as they were given: the count was for the chain below.
+            extensions.remove::<ResendCount>();
+        }
         let mut result = result;
         let info = match &mut result {
             Ok(response) => {

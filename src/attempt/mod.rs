@@ -1,11 +1,14 @@
 //! What goes into the state machine and what comes out of it: an [`Attempt`] in, a [`Decision`] out,
 //! and, when the retries stop, the [`RetryInfo`] and [`StopReason`] a call ends with (`info.rs`); and
-//! the [`RestartEvent`] of a supervised task's restart (`restart.rs`), which the observers read too.
+//! the [`RestartEvent`] of a supervised task's restart (`restart.rs`), which the observers read too;
+//! and the [`ResendCount`] a resent request carries to the layers below (`resend.rs`).
 
 mod info;
+mod resend;
 mod restart;
 
 pub use info::{RetryInfo, StopReason};
+pub use resend::ResendCount;
 pub use restart::RestartEvent;
 
 use std::time::Duration;

@@ -15,6 +15,7 @@ use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::attempt::ResendCount;
 use crate::drive::call::{AttemptEnd, Call};
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
@@ -237,7 +238,7 @@ where
     R: Judge<Req, Res, E>,
     F: Future<Output = Result<Res, E>> + ?Sized,
     Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
-    S: FnMut(Req, &mut C) -> Option<Pin<Box<F>>>,
+    S: FnMut(Req, &mut C, Option<ResendCount>) -> Option<Pin<Box<F>>>,
 {
     fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
         let attempt = self
@@ -281,8 +282,9 @@ where
         if !call.retry_mut().begin_hedge(view.as_ref()) {
             return Poll::Ready(None);
         }
-        self.replay
-            .before_send(&mut request, NextAttempt::hedge(call.retry()));
-        Poll::Ready((self.send)(request, context))
+        let next = NextAttempt::hedge(call.retry());
+        let resend = next.resend_count();
+        self.replay.before_send(&mut request, next);
+        Poll::Ready((self.send)(request, context, resend))
     }
 }

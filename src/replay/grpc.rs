@@ -11,7 +11,7 @@ use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 use crate::judge::{judge, record, status_response};
 use crate::replay::body::{ReplayBody, declared_length};
-use crate::replay::http_replay::{http_view, keep_head, with_body};
+use crate::replay::http_replay::{http_view, keep_head, mark_resend, with_body};
 use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
 use crate::signals::grpc::{encode_timeout, parse_timeout};
 
@@ -110,6 +110,7 @@ impl Replay<GrpcRequest> for GrpcReplay {
     }
 
     fn before_send(&self, request: &mut GrpcRequest, attempt: NextAttempt<'_>) {
+        mark_resend(request, attempt);
         let headers = request.headers_mut();
         let previous = attempt.previous_attempts();
         if previous > 0 {

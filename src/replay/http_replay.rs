@@ -13,7 +13,7 @@ use crate::judge::{HttpResponse, judge, record};
 #[cfg(feature = "reqwest")]
 use crate::replay::body::{Recorder, Recording, Unread};
 use crate::replay::body::{ReplayBody, declared_length};
-use crate::replay::{Judge, Recorded, Replay, Sent};
+use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
@@ -107,6 +107,17 @@ impl<B: Clone> Replay<http::Request<B>> for HttpReplay {
     ) -> Option<RequestView<'a>> {
         Some(http_view(request))
     }
+
+    fn before_send(&self, request: &mut http::Request<B>, attempt: NextAttempt<'_>) {
+        mark_resend(request, attempt);
+    }
+}
+
+/// Puts a resend's [`ResendCount`](crate::ResendCount) into its extensions, for the layers below.
+pub(crate) fn mark_resend<B>(request: &mut http::Request<B>, attempt: NextAttempt<'_>) {
+    if let Some(count) = attempt.resend_count() {
+        request.extensions_mut().insert(count);
+    }
 }
 
 /// `http::Request`s whose body streams out and cannot be copied, wrapped in [`ReplayBody`]: recorded as
@@ -160,6 +171,10 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
             None => ReplayBody::new(recorded.template.body().take_unread()?),
         };
         Some(with_body(&recorded.template, body))
+    }
+
+    fn before_send(&self, request: &mut http::Request<ReplayBody<B>>, attempt: NextAttempt<'_>) {
+        mark_resend(request, attempt);
     }
 }
 

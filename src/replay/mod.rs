@@ -187,6 +187,14 @@ impl<'a> NextAttempt<'a> {
         self.state.attempts_seen().saturating_add(self.in_flight)
     }
 
+    /// Which resend this attempt is, every attempt before it counted (a transparent retry's too):
+    /// `None` for the first send. The adapters put it into the request ([`ResendCount`]).
+    ///
+    /// [`ResendCount`]: crate::ResendCount
+    pub fn resend_count(&self) -> Option<crate::ResendCount> {
+        crate::ResendCount::of(self.state.attempts().saturating_add(self.in_flight))
+    }
+
     /// How long this attempt may take: the earlier of the policy's `attempt_timeout` and what is left
     /// before the call's deadline; `None` without either.
     pub fn time_left(&self) -> Option<Duration> {

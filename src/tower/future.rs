@@ -148,7 +148,8 @@ where
                             let clone = clone.get_or_insert_with(|| S::clone(service));
                             clone.poll_ready(cx).map(|ready| ready.is_ok())
                         },
-                        send: |request, clone: &mut Option<S>| {
+                        // The request carries its `ResendCount` (`Replay::before_send`).
+                        send: |request, clone: &mut Option<S>, _| {
                             let mut service = clone.take()?;
                             Some(Box::pin(service.call(request)))
                         },
