@@ -176,6 +176,7 @@ pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
 pub use crate::engine::breaker::{Breaker, WhenDown};
 pub use crate::engine::builder::RetryPolicyBuilder;
+pub use crate::engine::overrides::{Overrides, OverridesBuilder};
 pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 
 pub use crate::engine::restart_policy::{RestartPolicy, RestartPolicyBuilder};

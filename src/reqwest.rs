@@ -16,6 +16,7 @@ use crate::classify::{AsError, RequestView};
 use crate::drive::call::{Call, Start};
 use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
 use crate::drive::held::Held;
+use crate::engine::overrides::Overrides;
 use crate::engine::policy::RetryPolicy;
 use crate::replay::{HttpReplay, Judge, NextAttempt, Replay};
 
@@ -216,6 +217,9 @@ impl RetryMiddleware {
         // No local but these lives across an await, since each would take room in the future that
         // every request allocates (a moved-from local keeps its room to the end of its scope).
         let mut call = Call::new(self.policy.start_unclocked());
+        if let Some(overrides) = extensions.get::<Overrides>() {
+            call.retry_mut().apply_overrides(*overrides);
+        }
         // The request itself goes first; the held copy stays for the retries (see `Held`). Each
         // retry's trip through the rest of the chain is built before the pause and first polled after
         // it, so that the request waits in that future rather than in this one: reqwest-middleware's
@@ -246,7 +250,7 @@ impl RetryMiddleware {
             let mut hedge: Hedge<
                 dyn Future<Output = MiddlewareResult> + Send + 'n,
                 (Extensions, Next<'n>),
-            > = Hedge::new(call.retry().policy(), || (extensions.clone(), next.clone()));
+            > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
             let mut sending = next.clone().run(request, extensions);
             loop {
                 let answered = poll_fn(|cx| {

@@ -306,6 +306,28 @@ async fn a_call_that_runs_out_of_retries_ends_with_the_last_status_and_its_attem
 }
 
 #[tokio::test]
+async fn a_tonic_request_s_overrides_are_its_own_settings() {
+    // No retries for this one call, through a client whose policy retries twice.
+    let echo = Echo::scripted([unavailable(), unavailable()]);
+    let addr = serve(echo.clone()).await;
+    let service = RetryLayer::grpc(quick().build().unwrap()).layer(channel(addr));
+    let mut request = tonic::Request::new(ping());
+    request
+        .extensions_mut()
+        .insert(stagger::Overrides::no_retries());
+    let status = call(service.clone(), "/test.Echo/Say", request)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(echo.seen().len(), 1);
+    // The next call, without, is retried as the policy says.
+    let response = call(service, "/test.Echo/Say", tonic::Request::new(ping()))
+        .await
+        .unwrap();
+    assert_eq!(response.get_ref().text, "attempt 3");
+}
+
+#[tokio::test]
 async fn the_server_sees_grpc_previous_rpc_attempts_on_each_retry() {
     let echo = Echo::scripted([unavailable(), unavailable()]);
     let addr = serve(echo.clone()).await;

@@ -475,11 +475,7 @@ impl<Res> Call<Res> {
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
             }
             None => {
-                let timeout = self
-                    .retry
-                    .policy()
-                    .attempt_timeout()
-                    .unwrap_or(Duration::ZERO);
+                let timeout = self.retry.attempt_timeout().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::attempt(timeout, info)))
             }
         }

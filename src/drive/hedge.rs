@@ -19,7 +19,7 @@ use crate::attempt::ResendCount;
 use crate::drive::call::{AttemptEnd, Call};
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
-use crate::engine::policy::RetryPolicy;
+use crate::engine::state::RetryState;
 use crate::replay::{Judge, NextAttempt};
 
 /// The hedge of the attempt in flight; nothing allocated for a policy without `hedge_after`. `C` is
@@ -72,11 +72,11 @@ pub(crate) trait HedgeContext {
 impl HedgeContext for () {}
 
 impl<F: ?Sized, C> Hedge<F, C> {
-    /// A hedge for a call under `policy`: its race is allocated, with `context`, only if the policy
-    /// hedges.
-    pub(crate) fn new(policy: &RetryPolicy, context: impl FnOnce() -> C) -> Self {
+    /// A hedge for the call whose state is `retry`: its race is allocated, with `context`, only if
+    /// the call hedges (its policy, or its own overrides, say so).
+    pub(crate) fn new(retry: &RetryState, context: impl FnOnce() -> C) -> Self {
         Self {
-            race: policy.hedge_after().map(|_| {
+            race: retry.hedge_after().map(|_| {
                 Box::new(Race {
                     context: context(),
                     timer: Timer::default(),
@@ -122,8 +122,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
     where
         First: Future<Output = F::Output> + ?Sized,
     {
-        let (Some(race), Some(hedge_after)) = (&mut self.race, call.retry().policy().hedge_after())
-        else {
+        let (Some(race), Some(hedge_after)) = (&mut self.race, call.retry().hedge_after()) else {
             return call.poll_attempt(first, cx);
         };
         loop {

@@ -5,6 +5,8 @@
 pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod builder;
+mod limits;
+pub(crate) mod overrides;
 pub(crate) mod policy;
 pub(crate) mod policy_guards;
 mod policy_hosts;

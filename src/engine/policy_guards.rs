@@ -207,13 +207,12 @@ impl RetryState {
     /// is not pausing. [`begin_hedge`](Self::begin_hedge) asks again.
     pub(crate) fn may_hedge(&self, request: Option<&RequestView<'_>>) -> bool {
         let s = &self.policy.shared.settings;
-        let idempotent =
-            request.is_none_or(|view| self.policy.is_idempotent(view)) || !s.idempotency;
+        let idempotent = request.is_none_or(|view| self.is_idempotent(view)) || !s.idempotency;
         self.stop.is_none()
             && idempotent
             // `attempts` counts every attempt judged so far, earlier hedges included; this race's
             // first attempt and its hedge will make `attempts + 2`, that is `attempts + 1` retries.
-            && self.counted() < s.max_retries
+            && self.counted() < self.max_retries()
             && self.remaining() != Some(Duration::ZERO)
             && !self.host_busy(request)
     }

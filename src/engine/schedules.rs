@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::classify::Reason;
 use crate::engine::backoff::DelayState;
+use crate::engine::overrides::Overrides;
 use crate::engine::policy::Shared;
 use tokio::time::Instant;
 
@@ -33,6 +34,8 @@ pub(super) struct Schedules {
     /// The call's deadline, from its start, when the caller set one sooner than the policy's
     /// `max_elapsed` ([`RetryState::limit_deadline`]).
     pub(super) deadline: Option<Duration>,
+    /// The request's own settings, from its extensions.
+    pub(super) overrides: Overrides,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -59,6 +62,7 @@ impl Schedules {
                 set_aside: None,
                 failing: None,
                 deadline: None,
+                overrides: Overrides::default(),
             })
         })
     }

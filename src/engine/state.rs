@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::attempt::{Attempt, Decision, RetryInfo, StopReason, TimeLimit};
+use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::{Outcome, Reason, RequestView};
 use crate::engine::backoff::DelayState;
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
@@ -205,9 +205,8 @@ impl RetryState {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn may_retry(&self) -> bool {
-        let s = &self.policy.shared.settings;
         self.stop.is_none()
-            && self.counted() < s.max_retries
+            && self.counted() < self.max_retries()
             && self.remaining() != Some(Duration::ZERO)
     }
 
@@ -283,6 +282,9 @@ impl RetryState {
         // The retry decided last time was sent, since this is its outcome.
         self.spend_payment();
         self.attempts = self.attempts.saturating_add(1);
+        if let Some(idempotent) = self.idempotent_override() {
+            attempt.idempotent = idempotent;
+        }
         self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
         if attempt.outcome.is_retryable() {
@@ -436,90 +438,6 @@ impl RetryState {
         self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
     }
 
-    /// When the attempt about to wait must end, and which limit that is: the earlier of `attempt_timeout`
-    /// from now and the deadline. Starts the deadline's clock if it has not started. `None` without
-    /// either limit (or with limits beyond what an `Instant` can hold).
-    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, TimeLimit)> {
-        let now = Instant::now();
-        // The call's start, which the budget asks when it pays for a timeout, is known from here on
-        // even without a deadline.
-        self.started.get_or_insert(now);
-        let s = &self.policy.shared.settings;
-        let attempt = s
-            .attempt_timeout
-            .and_then(|timeout| now.checked_add(timeout));
-        match (attempt, self.deadline()) {
-            (Some(attempt), Some(deadline)) if attempt < deadline => {
-                Some((attempt, TimeLimit::Attempt))
-            }
-            (_, Some(deadline)) => Some((deadline, TimeLimit::Deadline)),
-            (Some(attempt), None) => Some((attempt, TimeLimit::Attempt)),
-            (None, None) => None,
-        }
-    }
-
-    /// How long the next attempt may take: the earlier of `attempt_timeout` and what is left before the
-    /// deadline (all of `max_elapsed` if its clock has not started); `None` without either.
-    pub(crate) fn attempt_time_left(&self) -> Option<Duration> {
-        let s = &self.policy.shared.settings;
-        let deadline = self.deadline_left();
-        match (deadline, s.attempt_timeout) {
-            (Some(deadline), Some(attempt)) => Some(deadline.min(attempt)),
-            (deadline, attempt) => deadline.or(attempt),
-        }
-    }
-
-    /// Time left before the call's deadline (all of it if its clock has not started); `None` without
-    /// one.
-    pub(crate) fn deadline_left(&self) -> Option<Duration> {
-        match self.started {
-            Some(_) => self.remaining(),
-            None => self.max_elapsed(),
-        }
-    }
-
-    /// The call's deadline, counted from its start: the policy's `max_elapsed`, or the caller's own
-    /// if sooner ([`limit_deadline`](Self::limit_deadline)).
-    pub(crate) fn max_elapsed(&self) -> Option<Duration> {
-        match &self.delays {
-            Some(delays) if delays.deadline.is_some() => delays.deadline,
-            _ => self.policy.shared.settings.max_elapsed,
-        }
-    }
-
-    /// Ends the call within `within` from now, if that is sooner than its deadline so far (the
-    /// policy's [`max_elapsed`](RetryPolicy::max_elapsed)): a deadline the caller set on this request,
-    /// such as a gRPC call's `grpc-timeout`. No retry is decided that would wait past it, none is sent
-    /// after it, and an attempt in flight when it passes is cut, as with `max_elapsed`. Starts the
-    /// deadline's clock now if it had not started.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use stagger::adapter::{Attempt, Decision};
-    /// use stagger::{Backoff, Outcome, Reason, RetryPolicy, StopReason};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let backoff = Backoff::fixed(Duration::from_millis(10));
-    /// let mut state = RetryPolicy::builder().backoff(backoff).build().unwrap().start(); // 30 s
-    /// state.limit_deadline(Duration::from_millis(50)); // the caller's
-    /// let refused = Attempt::new(Outcome::RetrySafe(Reason::Connect));
-    /// let Decision::Retry(_) = state.decide(refused, None) else { unreachable!() };
-    /// tokio::time::sleep(Duration::from_millis(50)).await;
-    /// assert_eq!(state.begin_retry(None), Err(StopReason::Deadline));
-    /// # }
-    /// ```
-    pub fn limit_deadline(&mut self, within: Duration) {
-        let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
-        let limit = now
-            .saturating_duration_since(started)
-            .saturating_add(within);
-        let deadline = Some(self.max_elapsed().map_or(limit, |max| max.min(limit)));
-        // Rare (a caller's own deadline), so kept with the call's other rare state, on the heap.
-        Schedules::of(&mut self.delays, &self.policy.shared).deadline = deadline;
-    }
-
     /// How long the call has run, since its clock started; zero before.
     pub(crate) fn elapsed(&self) -> Duration {
         self.started
@@ -584,7 +502,7 @@ impl RetryState {
         if attempt.refused_retry {
             return Some(StopReason::Pushback);
         }
-        if self.counted() > s.max_retries {
+        if self.counted() > self.max_retries() {
             return Some(StopReason::MaxRetries);
         }
         if self.max_elapsed().is_some() && self.started.is_none() {

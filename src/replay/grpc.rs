@@ -109,6 +109,11 @@ impl Replay<GrpcRequest> for GrpcReplay {
         }
     }
 
+    fn overrides(&self, request: &GrpcRequest) -> Option<crate::Overrides> {
+        // tonic's `Request::extensions_mut` become the `http::Request`'s.
+        request.extensions().get().copied()
+    }
+
     fn before_send(&self, request: &mut GrpcRequest, attempt: NextAttempt<'_>) {
         mark_resend(request, attempt);
         let headers = request.headers_mut();

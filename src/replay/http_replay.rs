@@ -8,6 +8,7 @@ use http::{HeaderMap, Method, Uri};
 use crate::attempt::{Attempt, RetryInfo};
 use crate::classify::grpc::is_grpc;
 use crate::classify::{AsError, IDEMPOTENCY_KEY, RequestView};
+use crate::engine::overrides::Overrides;
 use crate::engine::policy::RetryPolicy;
 use crate::judge::{HttpResponse, judge, record};
 #[cfg(feature = "reqwest")]
@@ -111,6 +112,10 @@ impl<B: Clone> Replay<http::Request<B>> for HttpReplay {
     fn before_send(&self, request: &mut http::Request<B>, attempt: NextAttempt<'_>) {
         mark_resend(request, attempt);
     }
+
+    fn overrides(&self, request: &http::Request<B>) -> Option<Overrides> {
+        request.extensions().get().copied()
+    }
 }
 
 /// Puts a resend's [`ResendCount`](crate::ResendCount) into its extensions, for the layers below.
@@ -175,6 +180,10 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
 
     fn before_send(&self, request: &mut http::Request<ReplayBody<B>>, attempt: NextAttempt<'_>) {
         mark_resend(request, attempt);
+    }
+
+    fn overrides(&self, request: &http::Request<ReplayBody<B>>) -> Option<Overrides> {
+        request.extensions().get().copied()
     }
 }
 

@@ -139,6 +139,16 @@ pub trait Replay<Req> {
         let _ = request;
         None
     }
+
+    /// The settings the caller gave `request` itself, in place of the policy's ([`Overrides`]), if
+    /// its type carries them (in its extensions); the adapters apply them before the first attempt.
+    /// `None`, the default, for a request without.
+    ///
+    /// [`Overrides`]: crate::Overrides
+    fn overrides(&self, request: &Req) -> Option<crate::Overrides> {
+        let _ = request;
+        None
+    }
 }
 
 /// An attempt about to be sent, as [`Replay::before_send`] sees it.

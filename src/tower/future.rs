@@ -93,6 +93,9 @@ where
     R: Judge<Req, S::Response, S::Error>,
 {
     pub(crate) fn new(mut service: S, mut retry: RetryState, replay: R, mut request: Req) -> Self {
+        if let Some(overrides) = replay.overrides(&request) {
+            retry.apply_overrides(overrides);
+        }
         if let Some(deadline) = replay.deadline(&request) {
             retry.limit_deadline(deadline);
         }
@@ -113,7 +116,7 @@ where
                 (ended, Held::unsent(request))
             }
         };
-        let hedge = Hedge::new(call.retry().policy(), || None);
+        let hedge = Hedge::new(call.retry(), || None);
         Self {
             state,
             service,
