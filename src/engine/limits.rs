@@ -35,14 +35,14 @@ impl RetryState {
             return;
         }
         let schedules = Schedules::of(&mut self.delays, &self.policy.shared);
-        schedules.overrides = overrides;
+        schedules.overrides = Some(Box::new(overrides));
         if let Some(deadline) = overrides.deadline() {
             schedules.deadline = Some(deadline);
         }
     }
 
     fn overrides(&self) -> Option<&Overrides> {
-        self.delays.as_ref().map(|delays| &delays.overrides)
+        self.delays.as_ref()?.overrides.as_deref()
     }
 
     /// The call's `max_retries`: its own, or its policy's.

@@ -34,8 +34,9 @@ pub(super) struct Schedules {
     /// The call's deadline, from its start, when the caller set one sooner than the policy's
     /// `max_elapsed` ([`RetryState::limit_deadline`]).
     pub(super) deadline: Option<Duration>,
-    /// The request's own settings, from its extensions.
-    pub(super) overrides: Overrides,
+    /// The request's own settings, from its extensions: boxed, since few requests have any, and every
+    /// request that sleeps before a retry keeps its schedules.
+    pub(super) overrides: Option<Box<Overrides>>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -62,7 +63,7 @@ impl Schedules {
                 set_aside: None,
                 failing: None,
                 deadline: None,
-                overrides: Overrides::default(),
+                overrides: None,
             })
         })
     }
