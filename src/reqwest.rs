@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
+use tracing::{Instrument, Span};
 
 use crate::attempt::{ResendCount, RetryInfo};
 use crate::classify::{AsError, RequestView};
@@ -18,6 +19,7 @@ use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
 use crate::drive::held::Held;
 use crate::engine::overrides::Overrides;
 use crate::engine::policy::RetryPolicy;
+use crate::observe::span;
 use crate::replay::{HttpReplay, Judge, NextAttempt, Replay};
 
 /// Retries the requests of a `reqwest-middleware` client, as its [`RetryPolicy`] says.
@@ -206,6 +208,41 @@ impl RetryReport {
 type MiddlewareResult = reqwest_middleware::Result<Response>;
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Sends an attempt through the rest of the chain, in a span of its own inside the call's (the
+/// current span, `handle`'s), entered while the attempt is polled, so that the middlewares after this
+/// one nest in it. With no subscriber for it, the chain's own future, and nothing more: the span's
+/// wrapper would take an allocation of its own.
+fn send<'n>(
+    next: Next<'n>,
+    request: Request,
+    extensions: &'n mut Extensions,
+    resend: Option<ResendCount>,
+) -> BoxFuture<'n, MiddlewareResult> {
+    let span = attempt_span(&request, resend);
+    if span.is_disabled() {
+        return next.run(request, extensions);
+    }
+    Box::pin(answered(next.run(request, extensions)).instrument(span))
+}
+
+/// An attempt's span, a child of the call's.
+fn attempt_span(request: &Request, resend: Option<ResendCount>) -> Span {
+    span::attempt(
+        &Span::current(),
+        Some(&RequestView::from_reqwest(request)),
+        resend,
+    )
+}
+
+/// The attempt, its answer's status recorded on its span (the current one while it is polled).
+async fn answered(attempt: impl Future<Output = MiddlewareResult>) -> MiddlewareResult {
+    let result = attempt.await;
+    if let Ok(response) = &result {
+        span::answered(&Span::current(), response.status());
+    }
+    result
+}
+
 impl RetryMiddleware {
     /// The retry loop: send, judge, and sleep or return, as the call's state machine says.
     async fn run<'n>(
@@ -251,30 +288,39 @@ impl RetryMiddleware {
                 dyn Future<Output = MiddlewareResult> + Send + 'n,
                 (Extensions, Next<'n>),
             > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
-            let mut sending = next.clone().run(request, extensions);
+            let mut sending = send(next.clone(), request, extensions, None);
             loop {
-                let answered = poll_fn(|cx| {
-                    let mut racers = HeldRacers {
-                        held: &mut held,
-                        replay: &HttpReplay,
-                        // The rest of the chain takes any request at any time.
-                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
-                            Poll::Ready(true)
-                        },
-                        send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
-                            let mut extensions = extensions.clone();
-                            if let Some(count) = resend {
-                                extensions.insert(count);
-                            }
-                            let next = next.clone();
-                            let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
-                                Box::pin(async move { next.run(request, &mut extensions).await });
-                            Some(hedged)
-                        },
-                    };
-                    hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
-                })
-                .await;
+                let answered =
+                    poll_fn(|cx| {
+                        let mut racers = HeldRacers {
+                            held: &mut held,
+                            replay: &HttpReplay,
+                            // The rest of the chain takes any request at any time.
+                            ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
+                                Poll::Ready(true)
+                            },
+                            send: |request,
+                                   (extensions, next): &mut (Extensions, Next<'n>),
+                                   resend| {
+                                let mut extensions = extensions.clone();
+                                if let Some(count) = resend {
+                                    extensions.insert(count);
+                                }
+                                let next = next.clone();
+                                let span = attempt_span(&request, resend);
+                                let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
+                                    Box::pin(
+                                        async move {
+                                            answered(next.run(request, &mut extensions)).await
+                                        }
+                                        .instrument(span),
+                                    );
+                                Some(hedged)
+                            },
+                        };
+                        hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
+                    })
+                    .await;
                 if let ControlFlow::Break(result) = call.decide(answered, &HttpReplay, &held) {
                     break result;
                 }
@@ -291,10 +337,11 @@ impl RetryMiddleware {
                 match call.begin_retry(&HttpReplay, &mut held) {
                     Ok(retry) => {
                         // For the middlewares after this one: which resend it is.
-                        if let Some(count) = NextAttempt::new(call.retry()).resend_count() {
+                        let resend = NextAttempt::new(call.retry()).resend_count();
+                        if let Some(count) = resend {
                             extensions.insert(count);
                         }
-                        sending = next.clone().run(retry, extensions);
+                        sending = send(next.clone(), retry, extensions, resend);
                     }
                     Err(result) => break result,
                 }
@@ -352,7 +399,8 @@ impl Middleware for RetryMiddleware {
         'n: 'f,
         Self: 'f,
     {
-        Box::pin(self.run(request, extensions, next))
+        let call = span::call(Some(&RequestView::from_reqwest(&request)));
+        Box::pin(self.run(request, extensions, next).instrument(call))
     }
 }
 

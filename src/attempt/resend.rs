@@ -7,8 +7,8 @@
 ///
 /// Where it is put: a tower service over `http::Request` (hyper-util's client, tower-http's
 /// `TraceLayer` beneath [`RetryLayer`](crate::RetryLayer)) finds it in the request's extensions, and so
-/// does one beneath [`RetryLayer::grpc`](crate::RetryLayer::grpc); a reqwest-middleware `Middleware`
-/// after [`RetryMiddleware`](crate::RetryMiddleware) finds it in the `Extensions` it is handed.
+/// does one beneath `RetryLayer::grpc`; a reqwest-middleware `Middleware`
+/// after `RetryMiddleware` finds it in the `Extensions` it is handed.
 /// Beneath `RetryLayer` over `reqwest::Client` there is nowhere to put it: reqwest keeps a
 /// `reqwest::Request`'s extensions to itself.
 ///

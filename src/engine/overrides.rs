@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 ///
 /// Where it is read: in a reqwest-middleware call's extensions (`.with_extension(overrides)`), in an
 /// `http::Request`'s beneath [`RetryLayer`](crate::RetryLayer), and in a tonic request's
-/// (`tonic::Request::extensions_mut`) beneath [`RetryLayer::grpc`](crate::RetryLayer::grpc). Not
+/// (`tonic::Request::extensions_mut`) beneath `RetryLayer::grpc`. Not
 /// beneath `RetryLayer` over `reqwest::Client`: reqwest keeps a `reqwest::Request`'s extensions to
 /// itself.
 ///

@@ -2,3 +2,4 @@
 
 pub(crate) mod log;
 pub mod metrics;
+pub(crate) mod span;

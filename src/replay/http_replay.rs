@@ -69,6 +69,10 @@ where
     fn report(response: &mut Res, info: RetryInfo) {
         record(response, info);
     }
+
+    fn status(&self, response: &Res) -> Option<http::StatusCode> {
+        Some(response.status())
+    }
 }
 
 #[cfg(feature = "reqwest")]
@@ -84,6 +88,10 @@ impl<E: AsError> Judge<reqwest::Request, reqwest::Response, E> for HttpReplay {
 
     fn report(response: &mut reqwest::Response, info: RetryInfo) {
         record(response, info);
+    }
+
+    fn status(&self, response: &reqwest::Response) -> Option<http::StatusCode> {
+        Some(response.status())
     }
 }
 

@@ -346,6 +346,13 @@ pub trait Judge<Req, Res, E>: Replay<Req> {
     /// Records what the retries did in the response the call ends with (for HTTP, in its extensions).
     fn report(response: &mut Res, info: RetryInfo);
 
+    /// An answer's HTTP status, for its attempt's span (`http.response.status_code`); `None`, the
+    /// default, for a protocol without one.
+    fn status(&self, response: &Res) -> Option<http::StatusCode> {
+        let _ = response;
+        None
+    }
+
     /// The response a call ends with instead of an error of stagger's own — a time limit that passed
     /// with no response in hand ([`Error::elapsed`]), a request not sent ([`Error::rejected`]) — for
     /// a protocol whose answers carry such an outcome themselves: `GrpcReplay` answers a gRPC call

@@ -12,11 +12,14 @@ use std::task::{Context, Poll, ready};
 use ::tower::Service;
 use pin_project_lite::pin_project;
 
+use tracing::Span;
+
 use crate::classify::RequestView;
-use crate::drive::call::{Call, Final, Start};
+use crate::drive::call::{AttemptEnd, Call, Final, Start};
 use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
 use crate::drive::held::Held;
 use crate::engine::state::RetryState;
+use crate::observe::span;
 use crate::replay::{Judge, NextAttempt, Sent};
 
 pin_project! {
@@ -54,8 +57,16 @@ pin_project! {
         call: Call<S::Response>,
         replay: R,
         held: Held<Req, R::Kept>,
-        hedge: Hedge<S::Future, Option<S>>,
+        hedge: Hedge<S::Future, HedgeClone<S>>,
+        // Boxed, and only when a subscriber wants them: a call nobody traces carries 8 bytes.
+        spans: Option<Box<Spans>>,
     }
+}
+
+/// The call's span, entered while its future is polled, and the span of its attempt in flight.
+struct Spans {
+    call: Span,
+    attempt: Span,
 }
 
 pin_project! {
@@ -100,11 +111,20 @@ where
             retry.limit_deadline(deadline);
         }
         let mut call = Call::new(retry);
+        let call_span = span::call(replay.view(Sent::Copy(&request)).as_ref());
+        let mut spans = (!call_span.is_disabled()).then(|| {
+            Box::new(Spans {
+                call: call_span,
+                attempt: Span::none(),
+            })
+        });
+        let (call_span, mut attempt) = split(spans.as_deref_mut());
+        let _call = call_span.map(Span::enter);
         let (state, held) = match call.start(|| replay.view(Sent::Copy(&request))) {
             Start::Now => {
                 let held = Held::prepare(call.retry(), &replay, &mut request);
-                replay.before_send(&mut request, NextAttempt::new(call.retry()));
-                let future = service.call(request);
+                let spans = (call_span, attempt.as_deref_mut());
+                let future = send(&mut service, &call, &replay, spans, request);
                 (State::Called { future }, held)
             }
             // Nothing is copied while the request waits: it may never go.
@@ -116,7 +136,8 @@ where
                 (ended, Held::unsent(request))
             }
         };
-        let hedge = Hedge::new(call.retry(), || None);
+        let hedge = Hedge::new(call.retry(), HedgeClone::default);
+        drop(_call);
         Self {
             state,
             service,
@@ -124,8 +145,42 @@ where
             replay,
             held,
             hedge,
+            spans,
         }
     }
+}
+
+/// The call's span and the attempt's, when the call is traced.
+fn split(spans: Option<&mut Spans>) -> (Option<&Span>, Option<&mut Span>) {
+    match spans {
+        Some(spans) => (Some(&spans.call), Some(&mut spans.attempt)),
+        None => (None, None),
+    }
+}
+
+/// Sends an attempt of `call` through `service`: its `ResendCount` put in (`Replay::before_send`), in
+/// a span of its own inside the call's when the call is traced, entered while the service takes it.
+fn send<S, Req, R>(
+    service: &mut S,
+    call: &Call<S::Response>,
+    replay: &R,
+    spans: (Option<&Span>, Option<&mut Span>),
+    mut request: Req,
+) -> S::Future
+where
+    S: Service<Req>,
+    R: Judge<Req, S::Response, S::Error>,
+{
+    let next = NextAttempt::new(call.retry());
+    let (Some(call_span), Some(attempt)) = spans else {
+        replay.before_send(&mut request, next);
+        return service.call(request);
+    };
+    let view = replay.view(Sent::Copy(&request));
+    *attempt = span::attempt(call_span, view.as_ref(), next.resend_count());
+    replay.before_send(&mut request, next);
+    let _attempt = attempt.enter();
+    service.call(request)
 }
 
 impl<S, Req, R> Future for ResponseFuture<S, Req, R>
@@ -138,6 +193,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let replay = &*this.replay;
+        let (call_span, mut attempt_span) = split(this.spans.as_deref_mut());
+        let _call = call_span.map(Span::enter);
         loop {
             let result = match this.state.as_mut().project() {
                 StateProj::Called { future } => {
@@ -147,17 +204,30 @@ where
                     let mut racers = HeldRacers {
                         held: &mut *this.held,
                         replay,
-                        ready: |cx: &mut Context<'_>, clone: &mut Option<S>| {
-                            let clone = clone.get_or_insert_with(|| S::clone(service));
+                        ready: |cx: &mut Context<'_>, clone: &mut HedgeClone<S>| {
+                            let clone = clone.service.get_or_insert_with(|| S::clone(service));
                             clone.poll_ready(cx).map(|ready| ready.is_ok())
                         },
-                        // The request carries its `ResendCount` (`Replay::before_send`).
-                        send: |request, clone: &mut Option<S>, _| {
-                            let mut service = clone.take()?;
-                            Some(Box::pin(service.call(request)))
+                        // The request carries its `ResendCount` (`Replay::before_send`); the
+                        // hedge's span is the call's child, as its first attempt's is.
+                        send: |request, clone: &mut HedgeClone<S>, resend| {
+                            let mut service = clone.service.take()?;
+                            if let Some(call_span) = call_span {
+                                let view = replay.view(Sent::Copy(&request));
+                                clone.span = span::attempt(call_span, view.as_ref(), resend);
+                            }
+                            Some(Box::pin(clone.span.in_scope(|| service.call(request))))
                         },
                     };
+                    let entered = attempt_span.as_deref().map(Span::enter);
                     let answered = ready!(this.hedge.poll(this.call, future, cx, &mut racers));
+                    drop(entered);
+                    if let (Some(span), AttemptEnd::Answered(Ok(response))) =
+                        (attempt_span.as_deref(), &answered)
+                        && let Some(status) = replay.status(response)
+                    {
+                        span::answered(span, status);
+                    }
                     // The retry's request is made when it is due (`Call::begin_retry`), so that the
                     // future holds one request.
                     match this.call.decide(answered, replay, this.held) {
@@ -178,9 +248,9 @@ where
                     ))
                     .and_then(|()| this.call.begin(view.as_ref()));
                     match ready.map(|()| this.held.take_unsent(this.call.retry(), replay)) {
-                        Ok(Some(mut request)) => {
-                            replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
-                            let future = this.service.call(request);
+                        Ok(Some(request)) => {
+                            let spans = (call_span, attempt_span.as_deref_mut());
+                            let future = send(this.service, this.call, replay, spans, request);
                             this.state.set(State::Called { future });
                             continue;
                         }
@@ -197,9 +267,9 @@ where
                         cx
                     ));
                     match ready.and_then(|()| this.call.begin_retry(replay, this.held)) {
-                        Ok(mut request) => {
-                            replay.before_send(&mut request, NextAttempt::new(this.call.retry()));
-                            let future = this.service.call(request);
+                        Ok(request) => {
+                            let spans = (call_span, attempt_span.as_deref_mut());
+                            let future = send(this.service, this.call, replay, spans, request);
                             this.state.set(State::Called { future });
                             continue;
                         }
@@ -228,11 +298,28 @@ where
     }
 }
 
-/// A hedge's clone of the inner service, while it is driven ready: dropped when the race no longer
-/// needs it, so that it holds no place in the service's queue (a concurrency limit's, a buffer's).
-impl<S> HedgeContext for Option<S> {
+/// A hedge's clone of the inner service, while it is driven ready, and the span of the hedge sent.
+struct HedgeClone<S> {
+    service: Option<S>,
+    /// The hedge's span: it ends when the next hedge is sent, or the call ends (the race keeps the
+    /// hedge's future alone, so the span is not entered while it is polled).
+    span: Span,
+}
+
+impl<S> Default for HedgeClone<S> {
+    fn default() -> Self {
+        Self {
+            service: None,
+            span: Span::none(),
+        }
+    }
+}
+
+/// The clone is dropped when the race no longer needs it, so that it holds no place in the service's
+/// queue (a concurrency limit's, a buffer's).
+impl<S> HedgeContext for HedgeClone<S> {
     fn release(&mut self) {
-        *self = None;
+        self.service = None;
     }
 }
 
