@@ -290,37 +290,34 @@ impl RetryMiddleware {
             > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
             let mut sending = send(next.clone(), request, extensions, None);
             loop {
-                let answered =
-                    poll_fn(|cx| {
-                        let mut racers = HeldRacers {
-                            held: &mut held,
-                            replay: &HttpReplay,
-                            // The rest of the chain takes any request at any time.
-                            ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
-                                Poll::Ready(true)
-                            },
-                            send: |request,
-                                   (extensions, next): &mut (Extensions, Next<'n>),
-                                   resend| {
-                                let mut extensions = extensions.clone();
-                                if let Some(count) = resend {
-                                    extensions.insert(count);
-                                }
-                                let next = next.clone();
-                                let span = attempt_span(&request, resend);
-                                let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
+                let answered = poll_fn(|cx| {
+                    let mut racers = HeldRacers {
+                        held: &mut held,
+                        replay: &HttpReplay,
+                        // The rest of the chain takes any request at any time.
+                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
+                            Poll::Ready(true)
+                        },
+                        send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
+                            let mut extensions = extensions.clone();
+                            if let Some(count) = resend {
+                                extensions.insert(count);
+                            }
+                            let next = next.clone();
+                            let span = attempt_span(&request, resend);
+                            let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
                                     Box::pin(
                                         async move {
                                             answered(next.run(request, &mut extensions)).await
                                         }
                                         .instrument(span),
                                     );
-                                Some(hedged)
-                            },
-                        };
-                        hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
-                    })
-                    .await;
+                            Some(hedged)
+                        },
+                    };
+                    hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
+                })
+                .await;
                 if let ControlFlow::Break(result) = call.decide(answered, &HttpReplay, &held) {
                     break result;
                 }
