@@ -118,12 +118,12 @@ where
                 attempt: Span::none(),
             })
         });
-        let (call_span, mut attempt) = split(spans.as_deref_mut());
+        let (call_span, attempt) = split(spans.as_deref_mut());
         let _call = call_span.map(Span::enter);
         let (state, held) = match call.start(|| replay.view(Sent::Copy(&request))) {
             Start::Now => {
                 let held = Held::prepare(call.retry(), &replay, &mut request);
-                let spans = (call_span, attempt.as_deref_mut());
+                let spans = (call_span, attempt);
                 let future = send(&mut service, &call, &replay, spans, request);
                 (State::Called { future }, held)
             }
