@@ -225,11 +225,15 @@ fn send<'n>(
     Box::pin(answered(next.run(request, extensions)).instrument(span))
 }
 
-/// An attempt's span, a child of the call's.
+/// An attempt's span, a child of the call's (the current span: `handle` instruments the call with
+/// it, and an attempt's span is not entered while the next is made).
 fn attempt_span(request: &Request, resend: Option<ResendCount>) -> Span {
+    if !span::enabled() {
+        return Span::none();
+    }
     span::attempt(
         &Span::current(),
-        Some(&RequestView::from_reqwest(request)),
+        || Some(RequestView::from_reqwest(request)),
         resend,
     )
 }
@@ -396,7 +400,10 @@ impl Middleware for RetryMiddleware {
         'n: 'f,
         Self: 'f,
     {
-        let call = span::call(Some(&RequestView::from_reqwest(&request)));
+        let call = span::call(|| Some(RequestView::from_reqwest(&request)));
+        if call.is_disabled() {
+            return Box::pin(self.run(request, extensions, next));
+        }
         Box::pin(self.run(request, extensions, next).instrument(call))
     }
 }

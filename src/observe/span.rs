@@ -19,9 +19,19 @@ use crate::classify::RequestView;
 /// The spans' target, to filter them (`stagger::span=info`).
 pub(crate) const TARGET: &str = "stagger::span";
 
-/// The span of one call, its attempts and its sleeps.
-pub(crate) fn call(view: Option<&RequestView<'_>>) -> Span {
-    let Some(view) = view else {
+/// Whether a subscriber wants stagger's spans: the callsite's cached interest, so that a call nobody
+/// traces makes no view of its request for them.
+pub(crate) fn enabled() -> bool {
+    tracing::enabled!(target: TARGET, tracing::Level::INFO)
+}
+
+/// The span of one call, its attempts and its sleeps, with the request as `view` shows it.
+pub(crate) fn call<'a>(view: impl FnOnce() -> Option<RequestView<'a>>) -> Span {
+    if !enabled() {
+        return Span::none();
+    }
+    let view = view();
+    let Some(view) = view.as_ref() else {
         return tracing::info_span!(target: TARGET, "stagger.call", otel.kind = "internal");
     };
     match view.grpc_method() {
@@ -46,13 +56,18 @@ pub(crate) fn call(view: Option<&RequestView<'_>>) -> Span {
     }
 }
 
-/// The span of one attempt, or hedge, of a call, inside the call's (`parent`).
-pub(crate) fn attempt(
+/// The span of one attempt, or hedge, of a call, inside the call's (`parent`), with the request as
+/// `view` shows it.
+pub(crate) fn attempt<'a>(
     parent: &Span,
-    view: Option<&RequestView<'_>>,
+    view: impl FnOnce() -> Option<RequestView<'a>>,
     resend: Option<ResendCount>,
 ) -> Span {
-    let span = match view {
+    if !enabled() || parent.is_disabled() {
+        return Span::none();
+    }
+    let view = view();
+    let span = match view.as_ref() {
         None => tracing::info_span!(
             target: TARGET,
             parent: parent,

@@ -111,7 +111,7 @@ where
             retry.limit_deadline(deadline);
         }
         let mut call = Call::new(retry);
-        let call_span = span::call(replay.view(Sent::Copy(&request)).as_ref());
+        let call_span = span::call(|| replay.view(Sent::Copy(&request)));
         let mut spans = (!call_span.is_disabled()).then(|| {
             Box::new(Spans {
                 call: call_span,
@@ -176,8 +176,11 @@ where
         replay.before_send(&mut request, next);
         return service.call(request);
     };
-    let view = replay.view(Sent::Copy(&request));
-    *attempt = span::attempt(call_span, view.as_ref(), next.resend_count());
+    *attempt = span::attempt(
+        call_span,
+        || replay.view(Sent::Copy(&request)),
+        next.resend_count(),
+    );
     replay.before_send(&mut request, next);
     let _attempt = attempt.enter();
     service.call(request)
@@ -213,8 +216,8 @@ where
                         send: |request, clone: &mut HedgeClone<S>, resend| {
                             let mut service = clone.service.take()?;
                             if let Some(call_span) = call_span {
-                                let view = replay.view(Sent::Copy(&request));
-                                clone.span = span::attempt(call_span, view.as_ref(), resend);
+                                let view = || replay.view(Sent::Copy(&request));
+                                clone.span = span::attempt(call_span, view, resend);
                             }
                             Some(Box::pin(clone.span.in_scope(|| service.call(request))))
                         },
