@@ -109,7 +109,7 @@ impl Replay<GrpcRequest> for GrpcReplay {
         }
     }
 
-    fn overrides(&self, request: &GrpcRequest) -> Option<crate::Overrides> {
+    fn overrides(&self, request: &GrpcRequest) -> Option<crate::engine::overrides::Overrides> {
         // tonic's `Request::extensions_mut` become the `http::Request`'s.
         request.extensions().get().copied()
     }

@@ -145,7 +145,7 @@ pub trait Replay<Req> {
     /// `None`, the default, for a request without.
     ///
     /// [`Overrides`]: crate::Overrides
-    fn overrides(&self, request: &Req) -> Option<crate::Overrides> {
+    fn overrides(&self, request: &Req) -> Option<crate::engine::overrides::Overrides> {
         let _ = request;
         None
     }
@@ -201,8 +201,8 @@ impl<'a> NextAttempt<'a> {
     /// `None` for the first send. The adapters put it into the request ([`ResendCount`]).
     ///
     /// [`ResendCount`]: crate::ResendCount
-    pub fn resend_count(&self) -> Option<crate::ResendCount> {
-        crate::ResendCount::of(self.state.attempts().saturating_add(self.in_flight))
+    pub fn resend_count(&self) -> Option<crate::attempt::ResendCount> {
+        crate::attempt::ResendCount::of(self.state.attempts().saturating_add(self.in_flight))
     }
 
     /// How long this attempt may take: the earlier of the policy's `attempt_timeout` and what is left
