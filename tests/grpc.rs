@@ -328,6 +328,25 @@ async fn a_tonic_request_s_overrides_are_its_own_settings() {
 }
 
 #[tokio::test]
+async fn a_tonic_request_s_max_retries_are_its_own() {
+    // Three UNAVAILABLE in a row: with one retry of its own, the call ends after two attempts.
+    let echo = Echo::scripted([unavailable(), unavailable(), unavailable()]);
+    let addr = serve(echo.clone()).await;
+    let service = RetryLayer::grpc(quick().build().unwrap()).layer(channel(addr));
+    let one = stagger::Overrides::builder()
+        .max_retries(1)
+        .build()
+        .unwrap();
+    let mut request = tonic::Request::new(ping());
+    request.extensions_mut().insert(one);
+    let status = call(service, "/test.Echo/Say", request).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(echo.seen().len(), 2);
+    let previous = status.metadata().get("grpc-previous-rpc-attempts");
+    assert_eq!(previous.unwrap(), "1");
+}
+
+#[tokio::test]
 async fn the_server_sees_grpc_previous_rpc_attempts_on_each_retry() {
     let echo = Echo::scripted([unavailable(), unavailable()]);
     let addr = serve(echo.clone()).await;
