@@ -404,7 +404,20 @@ impl Middleware for RetryMiddleware {
         if call.is_disabled() {
             return Box::pin(self.run(request, extensions, next));
         }
-        Box::pin(self.run(request, extensions, next).instrument(call))
+        // The caller's span, which gets the call's resend count at its end as it does untraced (the
+        // count the engine records goes on the span current then: the call's own).
+        let caller = Span::current();
+        Box::pin(async move {
+            let result = self.run(request, extensions, next).instrument(call).await;
+            let info = match &result {
+                Ok(response) => response.extensions().get::<RetryInfo>(),
+                Err(_) => extensions.get::<RetryInfo>(),
+            };
+            if let Some(info) = info {
+                span::resends(&caller, info.attempts());
+            }
+            result
+        })
     }
 }
 

@@ -418,7 +418,9 @@ where
     ) {
         struct Visit(Option<String>);
         impl tracing::field::Visit for Visit {
-            fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+            // An integer, as OpenTelemetry's attribute is (`tracing-opentelemetry` exports an `i64`
+            // as one, a `u64` as text).
+            fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
                 if field.name() == "http.request.resend_count" {
                     self.0 = Some(value.to_string());
                 }

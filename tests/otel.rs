@@ -17,6 +17,7 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
 use stagger::{Backoff, RetryLayer, RetryMiddleware, RetryPolicy};
 use tower::{Layer, ServiceExt};
+use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 
 /// 503, 503, then 200.
@@ -58,7 +59,7 @@ fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
 fn assert_one_call_three_attempts(spans: &[SpanData], adapter: &str) {
     let calls: Vec<_> = spans
         .iter()
-        .filter(|span| span.span_kind == SpanKind::Internal)
+        .filter(|span| span.span_kind == SpanKind::Internal && span.name != "caller")
         .collect();
     let attempts: Vec<_> = spans
         .iter()
@@ -125,11 +126,19 @@ async fn a_call_retried_twice_through_retry_layer_is_one_call_span_and_three_att
             .body(String::new())
             .unwrap();
         let client = RetryLayer::new(policy()).layer(server);
-        let response = client.oneshot(request).await.unwrap();
+        // The caller's own span, declaring the field: it gets the call's count at its end.
+        let caller =
+            tracing::info_span!("caller", http.request.resend_count = tracing::field::Empty);
+        let response = client.oneshot(request).instrument(caller).await.unwrap();
         assert_eq!(response.status(), 200);
     })
     .await;
     assert_one_call_three_attempts(&spans, "RetryLayer");
+    let caller = spans.iter().find(|span| span.name == "caller").unwrap();
+    assert_eq!(
+        attribute(caller, "http.request.resend_count"),
+        Some(&Value::I64(2))
+    );
 }
 
 /// The last middleware: 503, 503, then 200.

@@ -171,7 +171,7 @@ pub(crate) fn stopped(
     // `TraceLayer` with a span of one's own, reqwest-tracing's span): recorded once, at the end. A
     // span without the field ignores it; without a subscriber, nothing is looked up.
     if tracing::dispatcher::has_been_set() {
-        tracing::Span::current().record("http.request.resend_count", resends);
+        tracing::Span::current().record("http.request.resend_count", i64::from(resends));
     }
     match failure {
         Some(reason) => event!(

@@ -32,7 +32,12 @@ pub(crate) fn call<'a>(view: impl FnOnce() -> Option<RequestView<'a>>) -> Span {
     }
     let view = view();
     let Some(view) = view.as_ref() else {
-        return tracing::info_span!(target: TARGET, "stagger.call", otel.kind = "internal");
+        return tracing::info_span!(
+            target: TARGET,
+            "stagger.call",
+            otel.kind = "internal",
+            http.request.resend_count = Empty,
+        );
     };
     match view.grpc_method() {
         Some(method) => tracing::info_span!(
@@ -43,6 +48,7 @@ pub(crate) fn call<'a>(view: impl FnOnce() -> Option<RequestView<'a>>) -> Span {
             rpc.system.name = "grpc",
             rpc.method = %method,
             server.address = view.host().unwrap_or_default(),
+            http.request.resend_count = Empty,
         ),
         None => tracing::info_span!(
             target: TARGET,
@@ -52,6 +58,7 @@ pub(crate) fn call<'a>(view: impl FnOnce() -> Option<RequestView<'a>>) -> Span {
             http.request.method = %view.method(),
             server.address = view.host().unwrap_or_default(),
             url.path = view.path().unwrap_or_default(),
+            http.request.resend_count = Empty,
         ),
     }
 }
@@ -106,6 +113,14 @@ pub(crate) fn attempt<'a>(
         span.record("http.request.resend_count", i64::from(count.get()));
     }
     span
+}
+
+/// Records a call's resend count on the caller's span, when it declares the field.
+pub(crate) fn resends(caller: &Span, attempts: u32) {
+    caller.record(
+        "http.request.resend_count",
+        i64::from(attempts.saturating_sub(1)),
+    );
 }
 
 /// Records an attempt's answer on its span.

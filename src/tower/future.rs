@@ -63,10 +63,13 @@ pin_project! {
     }
 }
 
-/// The call's span, entered while its future is polled, and the span of its attempt in flight.
+/// The call's span, entered while its future is polled, the span of its attempt in flight, and the
+/// caller's span, which gets the call's resend count at its end as it does untraced (the count the
+/// engine records goes on the span current then: the call's own).
 struct Spans {
     call: Span,
     attempt: Span,
+    caller: Span,
 }
 
 pin_project! {
@@ -116,9 +119,10 @@ where
             Box::new(Spans {
                 call: call_span,
                 attempt: Span::none(),
+                caller: Span::current(),
             })
         });
-        let (call_span, attempt) = split(spans.as_deref_mut());
+        let (call_span, attempt, _) = split(spans.as_deref_mut());
         let _call = call_span.map(Span::enter);
         let (state, held) = match call.start(|| replay.view(Sent::Copy(&request))) {
             Start::Now => {
@@ -150,11 +154,15 @@ where
     }
 }
 
-/// The call's span and the attempt's, when the call is traced.
-fn split(spans: Option<&mut Spans>) -> (Option<&Span>, Option<&mut Span>) {
+/// The call's span, the attempt's and the caller's, when the call is traced.
+fn split(spans: Option<&mut Spans>) -> (Option<&Span>, Option<&mut Span>, Option<&Span>) {
     match spans {
-        Some(spans) => (Some(&spans.call), Some(&mut spans.attempt)),
-        None => (None, None),
+        Some(spans) => (
+            Some(&spans.call),
+            Some(&mut spans.attempt),
+            Some(&spans.caller),
+        ),
+        None => (None, None, None),
     }
 }
 
@@ -196,7 +204,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let replay = &*this.replay;
-        let (call_span, mut attempt_span) = split(this.spans.as_deref_mut());
+        let (call_span, mut attempt_span, caller) = split(this.spans.as_deref_mut());
         let _call = call_span.map(Span::enter);
         loop {
             let result = match this.state.as_mut().project() {
@@ -295,6 +303,9 @@ where
             }
             if let Ok(response) = &mut result {
                 R::report(response, this.call.retry().info());
+            }
+            if let Some(caller) = caller {
+                span::resends(caller, this.call.retry().attempts());
             }
             return Poll::Ready(result);
         }
