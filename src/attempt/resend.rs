@@ -13,11 +13,13 @@
 /// `reqwest::Request`'s extensions to itself.
 ///
 /// ```
-/// use std::convert::Infallible;
-/// use tower::{Layer, ServiceExt, service_fn};
-/// use stagger::{RetryLayer, RetryPolicy, ResendCount, Backoff};
+/// # #[cfg(feature = "tower")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
+/// use std::convert::Infallible;
+/// use tower::{Layer, ServiceExt, service_fn};
+/// use stagger::{Backoff, ResendCount, RetryLayer, RetryPolicy};
+///
 /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
 /// let record = seen.clone();
 /// // A service beneath the layer: what a tracing layer there reads, and a 503 for the first two.
@@ -33,6 +35,8 @@
 /// assert_eq!(response.status(), 200);
 /// assert_eq!(*seen.lock().unwrap(), [None, Some(1), Some(2)]);
 /// # }
+/// # #[cfg(not(feature = "tower"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ResendCount(u32);
