@@ -25,42 +25,56 @@ pub(crate) fn enabled() -> bool {
     tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }
 
+/// A span of a request named `$name`, of kind `$kind`, with the request's fields as `$view` shows
+/// it (a gRPC call's as A45 names it, `$prefix.<service>/<method>`), `http.request.resend_count`
+/// declared, then `$extra` fields; `$parent` is `parent: span,` or nothing, for the current span.
+macro_rules! request_span {
+    ($name:literal, $kind:literal, $prefix:literal, $view:expr, [$($parent:tt)*], $($extra:tt)*) => {
+        match $view {
+            None => tracing::info_span!(
+                target: TARGET,
+                $($parent)*
+                $name,
+                otel.kind = $kind,
+                http.request.resend_count = Empty,
+                $($extra)*
+            ),
+            Some(view) => match view.grpc_method() {
+                Some(method) => tracing::info_span!(
+                    target: TARGET,
+                    $($parent)*
+                    $name,
+                    otel.name = format!(concat!($prefix, ".{}"), method),
+                    otel.kind = $kind,
+                    rpc.system.name = "grpc",
+                    rpc.method = %method,
+                    server.address = view.host().unwrap_or_default(),
+                    http.request.resend_count = Empty,
+                    $($extra)*
+                ),
+                None => tracing::info_span!(
+                    target: TARGET,
+                    $($parent)*
+                    $name,
+                    otel.name = %view.method(),
+                    otel.kind = $kind,
+                    http.request.method = %view.method(),
+                    server.address = view.host().unwrap_or_default(),
+                    url.path = view.path().unwrap_or_default(),
+                    http.request.resend_count = Empty,
+                    $($extra)*
+                ),
+            },
+        }
+    };
+}
+
 /// The span of one call, its attempts and its sleeps, with the request as `view` shows it.
 pub(crate) fn call<'a>(view: impl FnOnce() -> Option<RequestView<'a>>) -> Span {
     if !enabled() {
         return Span::none();
     }
-    let view = view();
-    let Some(view) = view.as_ref() else {
-        return tracing::info_span!(
-            target: TARGET,
-            "stagger.call",
-            otel.kind = "internal",
-            http.request.resend_count = Empty,
-        );
-    };
-    match view.grpc_method() {
-        Some(method) => tracing::info_span!(
-            target: TARGET,
-            "stagger.call",
-            otel.name = format!("Sent.{method}"),
-            otel.kind = "internal",
-            rpc.system.name = "grpc",
-            rpc.method = %method,
-            server.address = view.host().unwrap_or_default(),
-            http.request.resend_count = Empty,
-        ),
-        None => tracing::info_span!(
-            target: TARGET,
-            "stagger.call",
-            otel.name = %view.method(),
-            otel.kind = "internal",
-            http.request.method = %view.method(),
-            server.address = view.host().unwrap_or_default(),
-            url.path = view.path().unwrap_or_default(),
-            http.request.resend_count = Empty,
-        ),
-    }
+    request_span!("stagger.call", "internal", "Sent", view().as_ref(), [],)
 }
 
 /// The span of one attempt, or hedge, of a call, inside the call's (`parent`), with the request as
@@ -73,42 +87,14 @@ pub(crate) fn attempt<'a>(
     if !enabled() || parent.is_disabled() {
         return Span::none();
     }
-    let view = view();
-    let span = match view.as_ref() {
-        None => tracing::info_span!(
-            target: TARGET,
-            parent: parent,
-            "stagger.attempt",
-            otel.kind = "client",
-            http.request.resend_count = Empty,
-        ),
-        Some(view) => match view.grpc_method() {
-            Some(method) => tracing::info_span!(
-                target: TARGET,
-                parent: parent,
-                "stagger.attempt",
-                otel.name = format!("Attempt.{method}"),
-                otel.kind = "client",
-                rpc.system.name = "grpc",
-                rpc.method = %method,
-                server.address = view.host().unwrap_or_default(),
-                http.request.resend_count = Empty,
-                http.response.status_code = Empty,
-            ),
-            None => tracing::info_span!(
-                target: TARGET,
-                parent: parent,
-                "stagger.attempt",
-                otel.name = %view.method(),
-                otel.kind = "client",
-                http.request.method = %view.method(),
-                server.address = view.host().unwrap_or_default(),
-                url.path = view.path().unwrap_or_default(),
-                http.request.resend_count = Empty,
-                http.response.status_code = Empty,
-            ),
-        },
-    };
+    let span = request_span!(
+        "stagger.attempt",
+        "client",
+        "Attempt",
+        view().as_ref(),
+        [parent: parent,],
+        http.response.status_code = Empty,
+    );
     if let Some(count) = resend {
         span.record("http.request.resend_count", i64::from(count.get()));
     }

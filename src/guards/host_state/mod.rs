@@ -267,17 +267,7 @@ impl HostStates {
             if !starts {
                 return None;
             }
-            if hosts.len() >= MAX_HOSTS {
-                make_room(hosts, now);
-            }
-            hosts.insert(
-                host,
-                Entry {
-                    name: name(),
-                    cooldown: None,
-                    health: HostHealth::default(),
-                },
-            );
+            insert_new(hosts, host, name(), now);
             self.armed.store(true, Ordering::Release);
         }
         let entry = hosts.get_mut(&host).expect("just looked up or made");
@@ -433,17 +423,7 @@ impl HostStates {
             ids,
         } = &mut *table;
         if live(hosts, latest, host, now).is_none() {
-            if hosts.len() >= MAX_HOSTS {
-                make_room(hosts, now);
-            }
-            hosts.insert(
-                host,
-                Entry {
-                    name: Some(name),
-                    cooldown: None,
-                    health: HostHealth::default(),
-                },
-            );
+            insert_new(hosts, host, Some(name), now);
             self.armed.store(true, Ordering::Release);
         }
         let entry = hosts.get_mut(&host).expect("just looked up or made");
@@ -597,6 +577,19 @@ fn live<'a>(
 
 fn extend(latest: &mut Option<Instant>, ends: Instant) {
     *latest = Some(latest.map_or(ends, |latest| latest.max(ends)));
+}
+
+/// Puts `host` in the table with nothing known of it yet, room made first if the table is full.
+fn insert_new(hosts: &mut HashMap<Host, Entry>, host: Host, name: Option<Box<str>>, now: Instant) {
+    if hosts.len() >= MAX_HOSTS {
+        make_room(hosts, now);
+    }
+    let entry = Entry {
+        name,
+        cooldown: None,
+        health: HostHealth::default(),
+    };
+    hosts.insert(host, entry);
 }
 
 /// Frees slots: the entries that have ended, or else the eighth of them that end first, so that a
