@@ -133,14 +133,33 @@ async fn call(
         .await
 }
 
+fn get_path(host: &str, path: &str) -> Req {
+    Request::get(format!("http://{host}{path}"))
+        .body(String::new())
+        .unwrap()
+}
+
+async fn call_path(
+    policy: &RetryPolicy,
+    host: &Host,
+    name: &str,
+    path: &str,
+) -> Result<Res, stagger::Error<io::Error>> {
+    RetryLayer::new(policy.clone())
+        .layer(host.service())
+        .oneshot(get_path(name, path))
+        .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn five_failures_in_a_row_put_a_host_down_and_its_next_call_fails_at_once_unsent() {
     let policy = once(Breaker::fail_fast()).build().unwrap();
     let host = Host::default();
-    host.set(Health::BadGateway);
+    host.set(Health::Refusing);
     for _ in 0..5 {
-        let response = call(&policy, &host, "api.test").await.unwrap();
-        assert_eq!(response.status(), 502);
+        let error = call(&policy, &host, "api.test").await.unwrap_err();
+        let refused = error.inner().map(io::Error::kind);
+        assert_eq!(refused, Some(io::ErrorKind::ConnectionRefused));
     }
     assert!(matches!(
         policy.host_state("api.test"),
@@ -153,7 +172,10 @@ async fn five_failures_in_a_row_put_a_host_down_and_its_next_call_fails_at_once_
     assert_eq!(host.hits(), 5, "not sent");
     let rejected = error.rejected().expect("a Rejected error");
     assert_eq!(rejected.reason(), StopReason::HostDown);
-    assert_eq!(rejected.host(), Some("api.test"));
+    assert_eq!(
+        (rejected.host(), rejected.route()),
+        (Some("api.test"), None)
+    );
     assert_eq!(rejected.info().attempts(), 0);
     assert!(
         rejected.pause() <= ms(100),
@@ -166,6 +188,9 @@ async fn five_failures_in_a_row_put_a_host_down_and_its_next_call_fails_at_once_
             .starts_with("not sent: host api.test is down, next probe in"),
         "{error}"
     );
+    // A host that answers nothing is down on every path.
+    let other_path = call_path(&policy, &host, "api.test", "/items").await;
+    assert!(other_path.unwrap_err().rejected().is_some());
 
     // Another host of the same policy is not held.
     let other = Host::default();
@@ -173,6 +198,80 @@ async fn five_failures_in_a_row_put_a_host_down_and_its_next_call_fails_at_once_
         call(&policy, &other, "other.test").await.unwrap().status(),
         200
     );
+}
+
+/// A host in process that answers `502` on one path and `200` on every other: an API gateway with
+/// one backend gone.
+fn gateway(
+    failing: &'static str,
+) -> (
+    Arc<Mutex<Vec<String>>>,
+    impl Service<Req, Response = Res, Error = io::Error, Future: Send> + Clone,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let service = service_fn(move |request: Req| {
+        let path = request.uri().path().to_owned();
+        log.lock().unwrap().push(path.clone());
+        async move {
+            let status = if path == failing { 502 } else { 200 };
+            Ok::<_, io::Error>(
+                Response::builder()
+                    .status(status)
+                    .body(String::new())
+                    .unwrap(),
+            )
+        }
+    });
+    (seen, service)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_path_answered_502_is_down_on_its_own_and_the_host_s_other_paths_are_sent_at_once() {
+    for breaker in [Breaker::default(), Breaker::fail_fast()] {
+        let policy = RetryPolicy::builder().breaker(breaker).build().unwrap();
+        let (seen, service) = gateway("/reports");
+        let layer = RetryLayer::new(policy.clone());
+        // One GET /reports, retried by the defaults: its route goes down after five 502s.
+        let reports = layer
+            .layer(service.clone())
+            .oneshot(get_path("api.test", "/reports"));
+        let reports = tokio::spawn(reports);
+        // Meanwhile, and after, a GET /items every 100 ms: each sent and answered at once.
+        let start = Instant::now();
+        for n in 0..200 {
+            tokio::time::sleep_until(start + ms(100) * n).await;
+            let sent = Instant::now();
+            let items = layer
+                .layer(service.clone())
+                .oneshot(get_path("api.test", "/items"))
+                .await
+                .unwrap();
+            assert_eq!(items.status(), 200, "{breaker:?}, call {n}");
+            assert_eq!(sent.elapsed(), Duration::ZERO, "{breaker:?}, call {n}");
+        }
+        assert!(
+            matches!(
+                policy.route_state("api.test", "/reports"),
+                HostState::Down { .. }
+            ),
+            "{:?}",
+            policy.route_state("api.test", "/reports")
+        );
+        assert_eq!(policy.host_state("api.test"), HostState::Up { failures: 0 });
+        let report = reports.await.unwrap().unwrap();
+        assert_eq!(report.status(), 502, "the last answer, intact");
+        let hosts = policy.hosts();
+        assert_eq!(hosts.len(), 1);
+        assert_eq!(hosts[0].route.as_deref(), Some("/reports"));
+        let items = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| *p == "/items")
+            .count();
+        assert_eq!(items, 200);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -564,16 +663,12 @@ mod middleware {
         let host = address.to_string();
         assert!(matches!(policy.host_state(&host), HostState::Down { .. }));
 
-        // At once, on the paused clock: it may step to a timer of the client's own while the
-        // runtime parks, but the call waits for no probe and no pause. (A wall-clock bound would
-        // time the machine, not the call.)
+        // At once: the call ends before the host's next probe is due, so it did not wait for it.
+        // (The clock is the wall's, with a real socket: a bound of a millisecond would time the
+        // machine, not the call.)
         let start = tokio::time::Instant::now();
         let error = client.get(&url).send().await.unwrap_err();
-        assert!(
-            start.elapsed() < Duration::from_millis(1),
-            "{error:?} after {:?}",
-            start.elapsed()
-        );
+        let elapsed = start.elapsed();
         let reqwest_middleware::Error::Middleware(error) = error else {
             panic!("a Rejected, not {error}");
         };
@@ -581,6 +676,10 @@ mod middleware {
         assert_eq!(
             (rejected.reason(), rejected.host()),
             (StopReason::HostDown, Some(host.as_str()))
+        );
+        assert!(
+            elapsed < rejected.pause(),
+            "{rejected} after {elapsed:?}: it waited as long as the probe"
         );
 
         // Something listens again: once the next probe is due, it is answered, and calls go.

@@ -43,8 +43,9 @@ pub(crate) type Final<Res, E> = Result<Res, Error<E>>;
 enum Phase {
     /// An attempt is starting; its time limit is set if it has to wait.
     Idle,
-    /// An attempt is waiting, under this limit (`None`: no limit).
-    Attempt(Option<TimeLimit>),
+    /// An attempt is waiting, under this limit (`None`: no limit), a limit of the caller's own
+    /// (`true`) or the policy's.
+    Attempt(Option<(TimeLimit, bool)>),
     /// Waiting before a retry.
     Pause(Pause),
     /// The pause is over; the inner service is getting ready, with the deadline's timer set or not.
@@ -86,17 +87,19 @@ pub(crate) enum Start<Res, E> {
 
 /// One call's retries as an adapter drives them.
 #[derive(Debug)]
-pub(crate) struct Call<Res> {
+pub(crate) struct Call<Res, E> {
     retry: RetryState,
     timer: Timer,
     phase: Phase,
-    /// The last response received, kept (with a deadline only) so that a deadline passing during a
-    /// later attempt can hand it back; boxed, so that it costs the future of a request that never
-    /// retries one pointer.
-    last: Option<Box<Res>>,
+    /// The last attempt's result while a retry of it is due, so that a guard that ends the call
+    /// before the retry is sent (its host found down, a pause past the limits) ends it with what it
+    /// has, the answer or the error, and a deadline passing during a later attempt with the last
+    /// response (where the protocol keeps it, `.1`); boxed, so that it costs the future of a request
+    /// that never retries one pointer.
+    last: Option<Box<(Result<Res, E>, bool)>>,
 }
 
-impl<Res> Call<Res> {
+impl<Res, E> Call<Res, E> {
     /// A call whose state is `retry`. A response it ends with does not carry the call's
     /// [`RetryInfo`] yet: the adapter reports it ([`Judge::report`]) as the call returns.
     ///
@@ -121,7 +124,7 @@ impl<Res> Call<Res> {
     /// passed. `view` is asked for only when the answer depends on the request's host, or to log an
     /// end.
     #[inline]
-    pub(crate) fn start<'v, E>(
+    pub(crate) fn start<'v>(
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Start<Res, E> {
@@ -149,7 +152,7 @@ impl<Res> Call<Res> {
     ///
     /// [`Rejected`]: crate::Rejected
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn poll_resume<E>(
+    pub(crate) fn poll_resume(
         &mut self,
         view: Option<&RequestView<'_>>,
         cx: &mut Context<'_>,
@@ -168,17 +171,14 @@ impl<Res> Call<Res> {
     /// `Err(final)` (see [`poll_resume`](Self::poll_resume)).
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    fn recheck_pause<E>(&mut self, view: Option<&RequestView<'_>>) -> Result<bool, Final<Res, E>> {
+    fn recheck_pause(&mut self, view: Option<&RequestView<'_>>) -> Result<bool, Final<Res, E>> {
         match self.retry.recheck_pause(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
                 self.pause_for(wait);
                 Ok(true)
             }
-            Err(rejected) => Err(match self.last.take() {
-                Some(response) => Ok(*response),
-                None => Err(Error::from_rejected(rejected)),
-            }),
+            Err(rejected) => Err(self.with_what_it_has(rejected)),
         }
     }
 
@@ -204,19 +204,23 @@ impl<Res> Call<Res> {
         let limit = match self.phase {
             Phase::Attempt(limit) => limit,
             _ => {
-                let limit = self.retry.attempt_limit().map(|(at, limit)| {
+                let limit = self.retry.attempt_limit().map(|(at, limit, own)| {
                     self.timer.set(at);
-                    limit
+                    (limit, own)
                 });
                 self.phase = Phase::Attempt(limit);
                 limit
             }
         };
-        let Some(limit) = limit else {
+        let Some((limit, own)) = limit else {
             return Poll::Pending;
         };
         ready!(self.timer.poll(cx));
         self.phase = Phase::Idle;
+        if own {
+            // Cut by the caller's own limit: what it says of the host is nothing.
+            self.retry.cut_by_callers_limit();
+        }
         Poll::Ready(match limit {
             TimeLimit::Attempt => AttemptEnd::TimedOut,
             TimeLimit::Deadline => AttemptEnd::Deadline,
@@ -246,7 +250,7 @@ impl<Res> Call<Res> {
     /// copy) the call ends whatever the attempt's outcome.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
-    pub(crate) fn decide<Req, E, R>(
+    pub(crate) fn decide<Req, R>(
         &mut self,
         answered: AttemptEnd<Result<Res, E>>,
         replay: &R,
@@ -280,7 +284,7 @@ impl<Res> Call<Res> {
     /// back to the pool, or is closed, now rather than after it), unless it is a response kept for
     /// the deadline (`keep_last`).
     #[inline]
-    pub(crate) fn decide_judged<E>(
+    pub(crate) fn decide_judged(
         &mut self,
         attempt: Attempt,
         answered: AttemptEnd<Result<Res, E>>,
@@ -299,11 +303,8 @@ impl<Res> Call<Res> {
             Decision::Retry(delay) => delay,
             Decision::Stop(_) => return ControlFlow::Break(self.end(result)),
         };
-        if let Some(Ok(response)) = result
-            && keep_last
-            && self.retry.max_elapsed().is_some()
-        {
-            self.last = Some(Box::new(response));
+        if let Some(result) = result {
+            self.last = Some(Box::new((result, keep_last)));
         }
         self.pause_for(delay);
         ControlFlow::Continue(())
@@ -312,7 +313,7 @@ impl<Res> Call<Res> {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The step after the last attempt a request can have (it was sent without a copy): always the end.
     #[inline]
-    fn decide_last<E>(
+    fn decide_last(
         &mut self,
         attempt: Attempt,
         answered: AttemptEnd<Result<Res, E>>,
@@ -381,7 +382,7 @@ impl<Res> Call<Res> {
     /// Step 6, right before an attempt after a pause is sent (the first, after its host's pause, or
     /// `stagger::retry`'s retry, which has no request): `Err(final)` if the deadline has passed
     /// meanwhile, in which case it is not sent; commits the retry's budget withdrawal otherwise.
-    pub(crate) fn begin<E>(&mut self, view: Option<&RequestView<'_>>) -> Result<(), Final<Res, E>> {
+    pub(crate) fn begin(&mut self, view: Option<&RequestView<'_>>) -> Result<(), Final<Res, E>> {
         self.phase = Phase::Idle;
         match self.retry.begin_retry(view) {
             Ok(()) => Ok(()),
@@ -396,7 +397,7 @@ impl<Res> Call<Res> {
     ///
     /// [`Replay`]: crate::adapter::Replay
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn begin_retry<Req, E, R>(
+    pub(crate) fn begin_retry<Req, R>(
         &mut self,
         replay: &R,
         held: &mut Held<Req, R::Kept>,
@@ -413,7 +414,7 @@ impl<Res> Call<Res> {
 
     #[cfg(feature = "tower")]
     /// The deadline passed while the inner service was getting ready: the retry is not sent.
-    pub(crate) fn deadline_before_sending<E>(
+    pub(crate) fn deadline_before_sending(
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Final<Res, E> {
@@ -426,11 +427,12 @@ impl<Res> Call<Res> {
     /// contract): the call ends with the last response received, or an error that says so.
     ///
     /// [`Replay`]: crate::adapter::Replay
-    fn unsent<E>(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
+    fn unsent(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
-        match self.last.take() {
-            Some(response) => Ok(*response),
+        match self.last.take().map(|last| last.0) {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(error)) => Err(Error::from_inner(error, info)),
             None => Err(Error::unsent(info)),
         }
     }
@@ -438,7 +440,7 @@ impl<Res> Call<Res> {
     #[cfg(feature = "tower")]
     /// The inner service failed to become ready for a retry: its error ends the call. It says more
     /// about what went wrong than the response that was being retried.
-    pub(crate) fn not_ready<E>(
+    pub(crate) fn not_ready(
         &mut self,
         error: E,
         request: Option<&RequestView<'_>>,
@@ -447,22 +449,36 @@ impl<Res> Call<Res> {
         Err(Error::from_inner(error, self.retry.info()))
     }
 
-    /// The call's result after the deadline: the last response received, or an error that says so.
-    fn at_deadline<E>(&mut self) -> Final<Res, E> {
+    /// The call's result after the deadline: the last response received (where the protocol keeps
+    /// it), or an error that says so.
+    fn at_deadline(&mut self) -> Final<Res, E> {
         let info = self.retry.info();
-        match self.last.take() {
-            Some(response) => Ok(*response),
-            None => {
+        match self.last.take().map(|last| *last) {
+            Some((Ok(response), true)) => Ok(response),
+            _ => {
                 let max_elapsed = self.retry.max_elapsed().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
             }
         }
     }
 
+    /// The call's result when a guard refused its next attempt after it had one (its host found
+    /// down, a pause outlasting the limits): the last answer, or the last error with its kind,
+    /// `rejected`'s verdict in their `RetryInfo`; `rejected` itself when nothing was received.
+    fn with_what_it_has(&mut self, rejected: crate::error::Rejected) -> Final<Res, E> {
+        let info = rejected.info();
+        match self.last.take().map(|last| last.0) {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(error)) => Err(Error::from_inner(error, info)),
+            None => Err(Error::from_rejected(rejected)),
+        }
+    }
+
     /// The call's result when the retries stop on an attempt: its own result, or, for an attempt that
     /// timed out, an error that says so.
     #[inline]
-    fn end<E>(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
+    fn end(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
+        // A timed-out attempt's call ends with the time limit's error, not an older result.
         self.last = None;
         let info = self.retry.info();
         match result {

@@ -112,12 +112,12 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
     ///
     /// Without `hedge_after` this is [`Call::poll_attempt`].
     #[inline]
-    pub(crate) fn poll<Res, First>(
+    pub(crate) fn poll<Res, E, First>(
         &mut self,
-        call: &mut Call<Res>,
+        call: &mut Call<Res, E>,
         mut first: Pin<&mut First>,
         cx: &mut Context<'_>,
-        racers: &mut impl Racers<Res, F, C>,
+        racers: &mut impl Racers<Res, E, F, C>,
     ) -> Poll<AttemptEnd<F::Output>>
     where
         First: Future<Output = F::Output> + ?Sized,
@@ -184,14 +184,14 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
 }
 
 /// What the race needs of an adapter: to judge an answer, and to send the hedge.
-pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
+pub(crate) trait Racers<Res, E, F: Future + ?Sized, C> {
     /// Judges an answer that came while the other attempt still runs: `true` if it is a failure worth
     /// retrying, recorded as an attempt made, and then dropped.
-    fn set_aside(&mut self, call: &mut Call<Res>, output: &F::Output) -> bool;
+    fn set_aside(&mut self, call: &mut Call<Res, E>, output: &F::Output) -> bool;
 
     /// The other attempt lost the race to an answer not worth retrying, and is dropped while it
     /// runs (`RetryState::count_lost`).
-    fn lost(&mut self, call: &mut Call<Res>);
+    fn lost(&mut self, call: &mut Call<Res, E>);
 
     /// The hedge's attempt, if the call's state lets one go (`RetryState::begin_hedge`) and a copy of
     /// the request can be sent; `Ready(None)` if no hedge will go for this attempt. Pending while the
@@ -199,7 +199,7 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
     /// the waker: the hedge is then neither counted nor paid for.
     fn start(
         &mut self,
-        call: &mut Call<Res>,
+        call: &mut Call<Res, E>,
         cx: &mut Context<'_>,
         context: &mut C,
     ) -> Poll<Option<Pin<Box<F>>>>;
@@ -208,7 +208,7 @@ pub(crate) trait Racers<Res, F: Future + ?Sized, C> {
 impl<F: ?Sized, C: HedgeContext> Race<F, C> {
     /// The race is over with `output`: the other attempt, if it still runs, is dropped (the caller
     /// counted it, [`Racers::lost`]), and the next attempt starts a race of its own.
-    fn end<Res, T>(&mut self, call: &mut Call<Res>, output: T) -> AttemptEnd<T> {
+    fn end<Res, E, T>(&mut self, call: &mut Call<Res, E>, output: T) -> AttemptEnd<T> {
         call.answered();
         self.reset();
         AttemptEnd::Answered(output)
@@ -232,14 +232,14 @@ pub(crate) struct HeldRacers<'h, Req, K, R, Rd, S> {
     pub(crate) send: S,
 }
 
-impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
+impl<Req, Res, E, R, Rd, S, F, C> Racers<Res, E, F, C> for HeldRacers<'_, Req, R::Kept, R, Rd, S>
 where
     R: Judge<Req, Res, E>,
     F: Future<Output = Result<Res, E>> + ?Sized,
     Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
     S: FnMut(Req, &mut C, Option<ResendCount>) -> Option<Pin<Box<F>>>,
 {
-    fn set_aside(&mut self, call: &mut Call<Res>, output: &Result<Res, E>) -> bool {
+    fn set_aside(&mut self, call: &mut Call<Res, E>, output: &Result<Res, E>) -> bool {
         let attempt = self
             .replay
             .judge(call.retry().policy(), self.held.sent(), output);
@@ -251,14 +251,14 @@ where
         true
     }
 
-    fn lost(&mut self, call: &mut Call<Res>) {
+    fn lost(&mut self, call: &mut Call<Res, E>) {
         let view = self.replay.view(self.held.sent());
         call.retry_mut().count_lost(view.as_ref());
     }
 
     fn start(
         &mut self,
-        call: &mut Call<Res>,
+        call: &mut Call<Res, E>,
         cx: &mut Context<'_>,
         context: &mut C,
     ) -> Poll<Option<Pin<Box<F>>>> {

@@ -47,6 +47,7 @@ pub struct Breaker {
     failures: u32,
     probe_backoff: Backoff,
     when_down: WhenDown,
+    route_scope: bool,
 }
 
 /// What a request to a down host meets.
@@ -85,6 +86,7 @@ impl Breaker {
             failures: Self::DEFAULT_FAILURES,
             probe_backoff: Self::DEFAULT_PROBE_BACKOFF,
             when_down: WhenDown::Hold(bound),
+            route_scope: true,
         }
     }
 
@@ -94,6 +96,7 @@ impl Breaker {
             failures: Self::DEFAULT_FAILURES,
             probe_backoff: Self::DEFAULT_PROBE_BACKOFF,
             when_down: WhenDown::FailFast,
+            route_scope: true,
         }
     }
 
@@ -108,6 +111,36 @@ impl Breaker {
     pub const fn with_probe_backoff(mut self, backoff: Backoff) -> Self {
         self.probe_backoff = backoff;
         self
+    }
+
+    /// Whether a gateway failure (`502`, `503`, `504`, gRPC `UNAVAILABLE`, naming no delay) counts
+    /// against the route it came from, the host and the request's path (a gRPC method), rather than
+    /// against the host. Defaults to `true`.
+    ///
+    /// A gateway failure is an answer: the host is there, and says that what stands behind it
+    /// failed, which is often one backend of many (an API gateway with one service gone, a hot
+    /// prefix of an object store, one gRPC method whose own dependency is down). Counted per route,
+    /// a path that fails is held or failed fast on its own while every other path of the host is
+    /// sent as ever; a host that fails every path is found down path by path. `false` counts them
+    /// against the host, as attempts left unanswered always are: for a host known to be one backend,
+    /// whose every path fails together, so that its first five failures, on whatever paths, put all
+    /// of it down.
+    ///
+    /// ```
+    /// use stagger::Breaker;
+    ///
+    /// assert!(Breaker::default().route_scope());
+    /// assert!(!Breaker::default().with_route_scope(false).route_scope());
+    /// ```
+    pub const fn with_route_scope(mut self, route_scope: bool) -> Self {
+        self.route_scope = route_scope;
+        self
+    }
+
+    /// Whether gateway failures count against their route (see
+    /// [`with_route_scope`](Self::with_route_scope)).
+    pub const fn route_scope(&self) -> bool {
+        self.route_scope
     }
 
     /// Attempts in a row that fail before a host is down.

@@ -77,25 +77,37 @@ impl RetryState {
         self.overrides().and_then(Overrides::idempotent)
     }
 
-    /// When the attempt about to wait must end, and which limit that is: the earlier of `attempt_timeout`
-    /// from now and the deadline. Starts the deadline's clock if it has not started. `None` without
-    /// either limit (or with limits beyond what an `Instant` can hold).
-    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, TimeLimit)> {
+    /// When the attempt about to wait must end, which limit that is, and whether it is a limit of
+    /// the caller's own, tighter than the policy's (a request's `Overrides`, a gRPC caller's
+    /// deadline): the earlier of `attempt_timeout` from now and the deadline. Starts the deadline's
+    /// clock if it has not started. `None` without either limit (or with limits beyond what an
+    /// `Instant` can hold).
+    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, TimeLimit, bool)> {
         let now = Instant::now();
         // The call's start, which the budget asks when it pays for a timeout, is known from here on
         // even without a deadline.
-        self.started.get_or_insert(now);
+        let started = *self.started.get_or_insert(now);
         let attempt = self
             .attempt_timeout()
             .and_then(|timeout| now.checked_add(timeout));
-        match (attempt, self.deadline()) {
-            (Some(attempt), Some(deadline)) if attempt < deadline => {
-                Some((attempt, TimeLimit::Attempt))
-            }
-            (_, Some(deadline)) => Some((deadline, TimeLimit::Deadline)),
-            (Some(attempt), None) => Some((attempt, TimeLimit::Attempt)),
-            (None, None) => None,
-        }
+        let (at, limit) = match (attempt, self.deadline()) {
+            (Some(attempt), Some(deadline)) if attempt < deadline => (attempt, TimeLimit::Attempt),
+            (_, Some(deadline)) => (deadline, TimeLimit::Deadline),
+            (Some(attempt), None) => (attempt, TimeLimit::Attempt),
+            (None, None) => return None,
+        };
+        // What the policy alone would have set: an attempt cut before it says nothing of the host.
+        let s = &self.policy.shared.settings;
+        let policy_attempt = s
+            .attempt_timeout
+            .and_then(|timeout| now.checked_add(timeout));
+        let policy_deadline = s.max_elapsed.and_then(|max| started.checked_add(max));
+        let policy = match (policy_attempt, policy_deadline) {
+            (Some(attempt), Some(deadline)) => Some(attempt.min(deadline)),
+            (attempt, deadline) => attempt.or(deadline),
+        };
+        let own = policy.is_none_or(|policy| at < policy);
+        Some((at, limit, own))
     }
 
     /// How long the next attempt may take: the earlier of `attempt_timeout` and what is left before the

@@ -19,8 +19,8 @@ use crate::engine::policy::RetryPolicy;
 use crate::engine::policy_guards::Tickets;
 use crate::error::Rejected;
 use crate::guards::host_state::{
-    self, Admission, Change, Health, HostReport, HostState, Pause, ProbeDelays, ProbeSchedule,
-    Rules,
+    self, Admission, Change, Evidence, HostReport, HostState, Pause, Place, ProbeDelays,
+    ProbeSchedule, Rules,
 };
 use crate::guards::hosts::Host;
 use crate::observe::log;
@@ -50,6 +50,26 @@ impl RetryPolicy {
         let up = HostState::Up { failures: 0 };
         match (self.shared.guards.hosts(), Host::named(host)) {
             (Some(hosts), Some((host, _))) => hosts.state(host, Instant::now()),
+            _ => up,
+        }
+    }
+
+    /// What the policy knows of one route of `host`: the requests to `path` on it (a gRPC
+    /// method's path, `/package.Service/Method`), which the breaker judges by the gateway failures
+    /// they are answered (`502`, `503`, `504`, gRPC `UNAVAILABLE`), apart from the host's other
+    /// paths. A route is down while its host answers on others; a host down as a whole (its
+    /// attempts unanswered) is [`host_state`](Self::host_state)'s, and holds every route of it.
+    ///
+    /// ```
+    /// use stagger::{HostState, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::default();
+    /// assert_eq!(policy.route_state("api.example.com", "/reports"), HostState::Up { failures: 0 });
+    /// ```
+    pub fn route_state(&self, host: &str, path: &str) -> HostState {
+        let up = HostState::Up { failures: 0 };
+        match (self.shared.guards.hosts(), Host::named(host)) {
+            (Some(hosts), Some((host, _))) => hosts.state(host.route(path), Instant::now()),
             _ => up,
         }
     }
@@ -123,8 +143,8 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let (Some(hosts), Some(view), Some(host)) =
-            (shared.guards.hosts(), request, request.and_then(Host::of))
+        let (Some(hosts), Some(view), Some(place)) =
+            (shared.guards.hosts(), request, request.and_then(Place::of))
         else {
             return Ok(None);
         };
@@ -132,7 +152,8 @@ impl RetryState {
         self.end_held_wait(now);
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
         let probes = tickets.down.map(|ticket| ticket.is_probe());
-        let admission = hosts.admit(host, now, &mut tickets);
+        let deadline = self.max_elapsed().is_some();
+        let admission = hosts.admit(place, now, &mut tickets, deadline);
         if self.delays.is_some() || tickets != Tickets::default() {
             // The tickets the request goes or waits with, to be shown with its answer.
             Schedules::of(&mut self.delays, shared).hosts = tickets;
@@ -160,7 +181,7 @@ impl RetryState {
                 if let Admission::HeldDown(_) = admission {
                     // Held for a down host: counted when the wait ends, which its coming back may
                     // make sooner.
-                    delays.held = Some((host, now));
+                    delays.held = Some(now);
                 } else if self.attempts == 0 {
                     // Before the first attempt the wait is the cooldown; before a retry, more sleep.
                     let schedules = Schedules::of(&mut self.delays, shared);
@@ -175,9 +196,13 @@ impl RetryState {
             Err(limit) => {
                 // The slot, if one was taken, goes unused.
                 Schedules::of(&mut self.delays, shared).hosts.slot = None;
-                let reason = match admission {
-                    Admission::HeldDown(_) | Admission::Down(_) => StopReason::HostDown,
-                    _ => StopReason::Cooldown,
+                let down = matches!(admission, Admission::HeldDown(_) | Admission::Down(_));
+                // A held request past its time, and a slot past the deadline, are the breaker's
+                // verdict when the breaker is what holds it.
+                let reason = if down || tickets.down.is_some_and(|t| t.is_releasing()) {
+                    StopReason::HostDown
+                } else {
+                    StopReason::Cooldown
                 };
                 if self.attempts == 0 {
                     self.stop(reason, None, request);
@@ -187,12 +212,16 @@ impl RetryState {
                 let info = self.info();
                 let left = admission.left();
                 Err(match (admission, limit) {
-                    (Admission::HeldDown(_) | Admission::Down(_), _) => {
+                    _ if reason == StopReason::HostDown => {
                         let next_probe = match admission {
                             Admission::Down(next) => next,
                             _ => Some(left),
                         };
-                        Rejected::host_down(host_state::name_of(view), next_probe, info)
+                        let route = tickets
+                            .down
+                            .filter(|ticket| ticket.key != place.host)
+                            .map(|_| view.path().unwrap_or("/").into());
+                        Rejected::host_down(host_state::name_of(view), route, next_probe, info)
                     }
                     (_, host_state::Outlasts::MaxRetryAfter) => {
                         Rejected::over_max_retry_after(left, s.max_retry_after, info)
@@ -208,7 +237,7 @@ impl RetryState {
     /// A wait for a down host, if one was under way, is over at `now`: it counts as the cooldown
     /// before a first attempt, as sleep before a retry.
     fn end_held_wait(&mut self, now: Instant) {
-        let Some((_, since)) = self.delays.as_mut().and_then(|d| d.held.take()) else {
+        let Some(since) = self.delays.as_mut().and_then(|d| d.held.take()) else {
             return;
         };
         let waited = now.saturating_duration_since(since);
@@ -226,11 +255,10 @@ impl RetryState {
         let Some(delays) = &self.delays else {
             return false;
         };
-        let (Some((host, _)), Some(hosts)) = (delays.held, self.policy.shared.guards.hosts())
-        else {
+        let (Some(_), Some(hosts)) = (delays.held, self.policy.shared.guards.hosts()) else {
             return false;
         };
-        hosts.still_held(host, &delays.hosts, waker)
+        hosts.still_held(&delays.hosts, waker)
     }
 
     /// Whether the request is waiting for its down host (see [`still_held`](Self::still_held)).
@@ -238,7 +266,22 @@ impl RetryState {
         self.delays.as_ref().is_some_and(|d| d.held.is_some())
     }
 
-    /// Records, for the breaker, an attempt the deadline cut before it was answered: a failure.
+    /// The request is dropped (its caller gave up): it takes itself out of its host's waiters, so
+    /// that it keeps no waker alive and the host's release is paced for the calls that remain.
+    pub(super) fn leave_hosts(&self) {
+        let Some(delays) = &self.delays else {
+            return;
+        };
+        if delays.hosts.down.is_none() {
+            return;
+        }
+        if let Some(hosts) = self.policy.shared.guards.hosts() {
+            hosts.forget(&delays.hosts);
+        }
+    }
+
+    /// Records, for the breaker, an attempt the deadline cut before it was answered: a failure of
+    /// the host, unless the deadline was the caller's own.
     pub(super) fn record_unanswered(&mut self, request: Option<&RequestView<'_>>) {
         if self.policy.shared.guards.breaker().is_some() {
             let mut attempt = Attempt::timed_out(true);
@@ -247,23 +290,26 @@ impl RetryState {
         }
     }
 
-    /// Whether a retry to `request`'s host would fail fast, the host being down: then it is not
-    /// decided, and the call ends with what it has.
+    /// Whether a retry to `request`'s host would fail fast, the host (or the request's route) being
+    /// down: then it is not decided, and the call ends with what it has.
     pub(super) fn host_fails_fast(&self, request: Option<&RequestView<'_>>) -> bool {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return false;
         };
         hosts.is_armed()
             && request
-                .and_then(Host::of)
-                .is_some_and(|host| hosts.fails_fast(host, Instant::now()))
+                .and_then(Place::of)
+                .is_some_and(|place| hosts.fails_fast(place, Instant::now()))
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown and its
     /// health, when the policy keeps them, and whether the backend accepted it, for adaptive
-    /// throttling.
+    /// throttling. An attempt cut by a limit of the caller's own says nothing of the backend.
     pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
         self.record_hosts(attempt, request);
+        if self.cut_by_caller {
+            return;
+        }
         if let Some(throttles) = &self.policy.shared.guards.throttles {
             let accepted = !attempt.outcome.is_retryable();
             throttles
@@ -277,21 +323,30 @@ impl RetryState {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return;
         };
-        let health = health(attempt);
-        let failed = health == Health::Failed && hosts.breaker().is_some();
-        if !(failed || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
+        let evidence = if self.cut_by_caller {
+            Evidence::Nothing
+        } else {
+            evidence(attempt)
+        };
+        let fails = evidence != Evidence::Nothing
+            && evidence != Evidence::Answered
+            && hosts.breaker().is_some();
+        if !(fails || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
             return;
         }
-        let (Some(view), Some(host)) = (request, request.and_then(Host::of)) else {
+        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
             return;
         };
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
-        let name = || Some(host_state::name_of(view));
+        let names = || {
+            let path = view.path().unwrap_or("/");
+            (Some(host_state::name_of(view)), Some(path.into()))
+        };
         let change = hosts.observe(
-            host,
-            name,
+            place,
+            names,
             attempt.signal,
-            health,
+            evidence,
             Instant::now(),
             &mut tickets,
         );
@@ -311,31 +366,36 @@ impl RetryState {
         hosts.hold(request.and_then(Host::of)?, Instant::now)
     }
 
-    /// Whether `request`'s host is held or paced, so that a hedge would jump its queue.
+    /// Whether `request`'s host (or its route) is held or paced, so that a hedge would jump its
+    /// queue.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(super) fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return false;
         };
         request
-            .and_then(Host::of)
-            .is_some_and(|host| hosts.holds_or_paces(host, Instant::now))
+            .and_then(Place::of)
+            .is_some_and(|place| hosts.holds_or_paces(place, Instant::now))
     }
 }
 
-/// What an attempt's end says of its host's health: a failure without an answer (refused, reset,
-/// timed out, not resolved), or a `502`, `503` or `504` (gRPC `UNAVAILABLE`) that names no delay and
-/// is not throttling, is a failure; any other answer says the host is up; anything else says nothing.
-fn health(attempt: &Attempt) -> Health {
+/// What an attempt's end says of its host and route. Without an answer (refused, reset, timed out,
+/// not resolved): the host's failure. A `502`, `503` or `504` (gRPC `UNAVAILABLE`, answered) that
+/// names no delay and is not throttling: the route's failure, and the host's answer. Any other
+/// answer: the host and the route are up. Anything else: nothing.
+fn evidence(attempt: &Attempt) -> Evidence {
     let speaks = attempt.retry_after.is_some() || attempt.throttled;
     match attempt.outcome.reason() {
-        Some(Reason::Connect | Reason::Timeout | Reason::ConnectionClosed) => Health::Failed,
+        Some(Reason::Connect | Reason::Timeout | Reason::ConnectionClosed) => Evidence::HostFailed,
         Some(Reason::Status(status)) if matches!(status.as_u16(), 502..=504) && !speaks => {
-            Health::Failed
+            Evidence::RouteFailed
         }
-        Some(Reason::Grpc(GrpcCode::Unavailable)) if !speaks => Health::Failed,
-        _ if attempt.answered || attempt.outcome == Outcome::Success => Health::Answered,
-        _ => Health::Nothing,
+        Some(Reason::Grpc(GrpcCode::Unavailable)) if !speaks && attempt.answered => {
+            Evidence::RouteFailed
+        }
+        Some(Reason::Grpc(GrpcCode::Unavailable)) if !speaks => Evidence::HostFailed,
+        _ if attempt.answered || attempt.outcome == Outcome::Success => Evidence::Answered,
+        _ => Evidence::Nothing,
     }
 }
 
@@ -360,6 +420,7 @@ pub(super) fn rules(breaker: &Breaker) -> Rules {
         failures: breaker.failures(),
         hold: breaker.hold_bound(),
         probes: Box::new(ProbeBackoff(*breaker.probe_backoff())),
+        answers_per_host: !breaker.route_scope(),
     }
 }
 

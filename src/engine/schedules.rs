@@ -10,7 +10,6 @@ use crate::engine::policy::Shared;
 use tokio::time::Instant;
 
 use crate::engine::policy_guards::Tickets;
-use crate::guards::hosts::Host;
 
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
 /// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
@@ -25,8 +24,8 @@ pub(super) struct Schedules {
     /// What the request holds of its host's state: its place in the host's queue while it waits for
     /// it, what it met of the host's being down.
     pub(super) hosts: Tickets,
-    /// Held for its down host, which it waits for since then.
-    pub(super) held: Option<(Host, Instant)>,
+    /// Held for its down host (or route), which it waits for since then.
+    pub(super) held: Option<Instant>,
     /// What the answers set aside in the hedged race in flight asked of the retry after it.
     pub(super) set_aside: Option<SetAside>,
     /// Why the last retry decided is due: the failure a call that ends before sending it gives up on.

@@ -72,6 +72,10 @@ pub struct RetryState {
     /// state every request's future holds.
     pub(super) slept: u64,
     pub(super) stop: Option<StopReason>,
+    /// The attempt being judged was cut by a time limit of the caller's own, tighter than the
+    /// policy's (a request's `Overrides`, a gRPC caller's deadline): it says nothing of the host,
+    /// and moves no guard the policy's requests share.
+    pub(super) cut_by_caller: bool,
 }
 
 impl RetryPolicy {
@@ -126,13 +130,18 @@ impl Clone for RetryState {
             transparent: self.transparent,
             slept: self.slept,
             stop: self.stop,
+            cut_by_caller: self.cut_by_caller,
         }
     }
 }
 
 impl Drop for RetryState {
+    /// A call given up by its caller (or ended) leaves nothing behind in what the policy's requests
+    /// share: a retry's withdrawal not spent goes back to the budget, and a request waiting for its
+    /// host to come back leaves the host's waiters.
     fn drop(&mut self) {
         self.give_back();
+        self.leave_hosts();
     }
 }
 
@@ -159,6 +168,7 @@ impl RetryState {
             transparent: 0,
             slept: 0,
             stop: None,
+            cut_by_caller: false,
         }
     }
 
@@ -287,6 +297,7 @@ impl RetryState {
         }
         self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
+        self.cut_by_caller = false;
         if attempt.outcome.is_retryable() {
             self.add_set_aside(&mut attempt);
         }
@@ -361,6 +372,7 @@ impl RetryState {
         self.attempts = self.attempts.saturating_add(1);
         self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
+        self.cut_by_caller = false;
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
@@ -432,10 +444,20 @@ impl RetryState {
     /// The deadline passed while an attempt was in flight, which counts as made.
     pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
-        // To adaptive throttling, an answer not had in time; to the breaker, a failure.
-        self.count_answered(request, false);
+        // To adaptive throttling, an answer not had in time; to the breaker, a failure. Neither, for
+        // a deadline of the caller's own, tighter than the policy's.
+        if !self.cut_by_caller {
+            self.count_answered(request, false);
+        }
         self.record_unanswered(request);
+        self.cut_by_caller = false;
         self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
+    }
+
+    /// The attempt in flight was cut by a time limit of the caller's own, tighter than the
+    /// policy's: what it says of the host, when it is judged, is nothing.
+    pub(crate) fn cut_by_callers_limit(&mut self) {
+        self.cut_by_caller = true;
     }
 
     /// How long the call has run, since its clock started; zero before.

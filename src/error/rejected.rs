@@ -68,7 +68,8 @@ use crate::classify::AsError;
 )]
 ///
 /// With a [`Breaker`](crate::Breaker), a request to a host found down fails with this error when it
-/// is not sent ([`StopReason::HostDown`]): [`host`](Self::host) names the host, and
+/// is not sent ([`StopReason::HostDown`]): [`host`](Self::host) names the host,
+/// [`route`](Self::route) the path when only that path of it is down (its gateway failures), and
 /// [`pause`](Self::pause) is how long until its next probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
@@ -80,8 +81,13 @@ pub struct Rejected {
 /// What the pause outlasts, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
 enum Cause {
-    /// The host is down: its name, and whether it is probed (`false`: marked down by hand).
-    HostDown { host: Box<str>, probed: bool },
+    /// The host is down, or one route of it: its name, the route's path, and whether it is probed
+    /// (`false`: marked down by hand).
+    HostDown {
+        host: Box<str>,
+        route: Option<Box<str>>,
+        probed: bool,
+    },
     /// The policy's `max_retry_after`.
     MaxRetryAfter(Duration),
     /// The time left before the deadline.
@@ -115,11 +121,17 @@ impl Rejected {
 
     /// The host named `host` is down; its next probe is `next_probe` away (`None`: it was marked down
     /// by hand, and is not probed).
-    pub(crate) fn host_down(host: Box<str>, next_probe: Option<Duration>, info: RetryInfo) -> Self {
+    pub(crate) fn host_down(
+        host: Box<str>,
+        route: Option<Box<str>>,
+        next_probe: Option<Duration>,
+        info: RetryInfo,
+    ) -> Self {
         Self {
             pause: next_probe.unwrap_or_default(),
             cause: Cause::HostDown {
                 host,
+                route,
                 probed: next_probe.is_some(),
             },
             info,
@@ -161,6 +173,16 @@ impl Rejected {
         }
     }
 
+    /// The path of the host that is down, when it is one route of the host, found down by the
+    /// gateway failures it answered (`502`, `503`, `504`, gRPC `UNAVAILABLE`) while its other paths
+    /// are sent as ever; `None` for a host down as a whole, or another rejection.
+    pub fn route(&self) -> Option<&str> {
+        match &self.cause {
+            Cause::HostDown { route, .. } => route.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The probability with which adaptive throttling rejected the request, if it did.
     pub const fn throttle_probability(&self) -> Option<f64> {
         match self.cause {
@@ -184,7 +206,11 @@ impl fmt::Display for Rejected {
                     "not sent: throttled locally, the backend refused most recent requests (p = {p:.2})"
                 );
             }
-            Cause::HostDown { host, probed: true } => {
+            Cause::HostDown {
+                host,
+                route: None,
+                probed: true,
+            } => {
                 return write!(
                     f,
                     "not sent: host {host} is down, next probe in {:?}",
@@ -193,7 +219,19 @@ impl fmt::Display for Rejected {
             }
             Cause::HostDown {
                 host,
+                route: Some(route),
+                probed: true,
+            } => {
+                return write!(
+                    f,
+                    "not sent: {route} on host {host} is down (its gateway failures), next probe in {:?}",
+                    self.pause
+                );
+            }
+            Cause::HostDown {
+                host,
                 probed: false,
+                ..
             } => return write!(f, "not sent: host {host} was marked down"),
             _ => {}
         }

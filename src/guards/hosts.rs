@@ -57,6 +57,16 @@ impl Host {
         Self(hasher.finish())
     }
 
+    /// The route of `path` on this host: the host and the path, the key of what a gateway failure
+    /// says (see the breaker). The query is not part of it.
+    pub(crate) fn route(self, path: &str) -> Self {
+        let path = path.split_once('?').map_or(path, |(path, _)| path);
+        let mut hasher = DefaultHasher::new();
+        hasher.write_u64(self.0);
+        hasher.write(path.as_bytes());
+        Self(hasher.finish())
+    }
+
     /// The host as a starting credit's withdrawal records it: the low 55 bits of its hash, which a
     /// withdrawal has room for beside a slot's epoch.
     pub(crate) const fn credit_key(self) -> u64 {

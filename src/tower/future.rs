@@ -54,7 +54,7 @@ pin_project! {
         #[pin]
         state: State<S::Future, S::Response, S::Error>,
         service: S,
-        call: Call<S::Response>,
+        call: Call<S::Response, S::Error>,
         replay: R,
         held: Held<Req, R::Kept>,
         hedge: Hedge<S::Future, HedgeClone<S>>,
@@ -170,7 +170,7 @@ fn split(spans: Option<&mut Spans>) -> (Option<&Span>, Option<&mut Span>, Option
 /// a span of its own inside the call's when the call is traced, entered while the service takes it.
 fn send<S, Req, R>(
     service: &mut S,
-    call: &Call<S::Response>,
+    call: &Call<S::Response, S::Error>,
     replay: &R,
     spans: (Option<&Span>, Option<&mut Span>),
     mut request: Req,
@@ -348,7 +348,7 @@ type Sendable<S, Req> =
 /// the attempt (`Call::begin`, `Call::begin_retry`).
 fn poll_ready_to_send<S, Req>(
     service: &mut S,
-    call: &mut Call<S::Response>,
+    call: &mut Call<S::Response, S::Error>,
     view: Option<&RequestView<'_>>,
     cx: &mut Context<'_>,
 ) -> Poll<Sendable<S, Req>>

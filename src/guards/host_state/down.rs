@@ -1,6 +1,8 @@
-//! A host's health, for the breaker: up (counting the attempts that fail in a row), down (held for
+//! One entry's health, for the breaker: up (counting the attempts that fail in a row), down (held for
 //! or failed fast, one probe per delay), and recovering (the requests held let go at the rate they
-//! came). The public `Breaker` has the rules, which reach here as [`Rules`].
+//! came). An entry is a host, judged by the attempts it leaves unanswered, or a route (a host and a
+//! path), judged by the gateway failures it answers; the parent module decides which evidence goes
+//! where. The public `Breaker` has the rules, which reach here as [`Rules`].
 
 use std::collections::BTreeMap;
 use std::task::Waker;
@@ -12,16 +14,20 @@ use tokio::time::Instant;
 use super::pace::Pacer;
 use super::report::HostState;
 use super::{Admission, MAX_HOLD};
+use crate::guards::hosts::Host;
 
 /// The breaker's rules, as the table applies them.
 #[derive(Debug)]
 pub(crate) struct Rules {
     /// Attempts in a row that fail before the host is down.
     pub(crate) failures: u32,
-    /// How long requests wait for a down host, from when it went down; `None`: they fail fast.
+    /// How long new requests wait for a down host, from when it went down; `None`: they fail fast.
     pub(crate) hold: Option<Duration>,
     /// The probes' delays.
     pub(crate) probes: Box<dyn ProbeSchedule>,
+    /// Whether gateway failures count against the host rather than against the route they came
+    /// from (`Breaker::with_route_scope(false)`).
+    pub(crate) answers_per_host: bool,
 }
 
 /// Where the delays between one down host's probes come from (the engine's probe backoff).
@@ -47,28 +53,43 @@ const FORGET_AFTER: Duration = MAX_HOLD;
 /// A host marked down by hand stays down until marked up: this far off stands for never.
 const MARKED: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// What an attempt's end says of its host's health.
+/// The distinct routes a host's gateway failures in a row must come from before they put the host
+/// down as a whole: a host that fails every path it is asked for (a gateway whose only backend is
+/// gone, asked for paths with ids in them) is down, one that fails a path or two while the others
+/// are not asked for meanwhile is not.
+const GATEWAY_ROUTES: u8 = 3;
+
+/// What an attempt's end says of one entry's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Health {
-    /// Nothing: an error that is not the host's (a certificate not trusted, a body that did not
-    /// decode), a stream the server refused unprocessed.
+    /// Nothing.
     Nothing,
-    /// The host answered, whatever it said (but a failure below).
+    /// It answered.
     Answered,
-    /// No answer (refused, reset, timed out, not resolved), or a `502`, `503` or `504` (gRPC
-    /// `UNAVAILABLE`) that names no delay.
+    /// It failed: no answer (for a host), a gateway failure (for a route).
     Failed,
+    /// No answer yet, long past what the host takes to answer: a failure, unless the answer still
+    /// comes, which then says the host is only slow.
+    Silent,
+    /// To a host's entry, a gateway failure on this route: an answer, and one of a run that puts
+    /// the host down when it spans [`GATEWAY_ROUTES`] routes.
+    Gateway(Host),
 }
 
-/// What a request holds of its host's health: the episode of the host's being down it met, its
+/// What a request holds of its host's health: the episode of an entry's being down it met, its
 /// place among the requests waiting, whether it went as the probe, its place as they are let go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DownTicket {
+    /// The entry that is down: the host's, or a route's.
+    pub(crate) key: Host,
     episode: u64,
     waiter: u64,
     /// It went as the probe, the `probe_number`-th; its answer is the probe's.
     probe: bool,
     probe_number: u32,
+    /// It has waited for the entry within the hold's bound: it may wait on past the bound, within
+    /// its own deadline.
+    held: bool,
     /// Its place as the held requests are let go, and whether it went.
     release: Option<(u64, bool)>,
 }
@@ -83,15 +104,49 @@ impl DownTicket {
     pub(crate) const fn probe_number(&self) -> u32 {
         self.probe_number
     }
+
+    /// Whether it waits for its turn as the requests held for a host come back are let go.
+    pub(crate) const fn is_releasing(&self) -> bool {
+        matches!(self.release, Some((_, false)))
+    }
 }
 
-/// A host's health, as its entry in the table keeps it.
+/// A host's (or a route's) health, as its entry in the table keeps it.
 #[derive(Debug, Default)]
 pub(super) struct HostHealth {
-    /// Attempts in a row that failed, the last at `last_failure`.
+    /// Attempts in a row that failed, the last at `last_failure`: unanswered (a host's), or
+    /// answered with a gateway failure (a route's).
     failures: u32,
     last_failure: Option<Instant>,
+    /// The last failure in a row was a silence (see [`Health::Silent`]).
+    silent: bool,
+    /// A host's gateway failures in a row, with no other answer between them, and the routes they
+    /// came from.
+    gateway: Gateway,
     state: State,
+}
+
+/// A host's gateway failures in a row, and how many routes they came from (up to
+/// [`GATEWAY_ROUTES`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Gateway {
+    failures: u32,
+    routes: [Option<Host>; 2],
+    distinct: u8,
+}
+
+impl Gateway {
+    /// One more failure, on `route`.
+    fn failed(&mut self, route: Host) {
+        self.failures = self.failures.saturating_add(1);
+        if self.distinct >= GATEWAY_ROUTES || self.routes.contains(&Some(route)) {
+            return;
+        }
+        if let Some(slot) = self.routes.iter_mut().find(|seen| seen.is_none()) {
+            *slot = Some(route);
+        }
+        self.distinct += 1;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -115,9 +170,12 @@ struct Down {
     /// Requests that asked while the host was down, each once: the rate they came at is the rate
     /// the held ones are let go at.
     asked: u32,
-    /// Past this, no request waits for the host; `None` to fail fast.
+    /// Past this, no new request waits for the host; `None` to fail fast.
     hold_until: Option<Instant>,
-    /// The requests waiting, oldest first, each woken when the host is back.
+    /// Found down by attempts that went silent: any answer says it is only slow, and up.
+    by_silence: bool,
+    /// The requests waiting, oldest first, each woken when the host is back. A request that gives
+    /// up (its caller dropped it) takes itself out ([`HostHealth::forget`]).
     waiters: BTreeMap<u64, Waker>,
 }
 
@@ -142,7 +200,12 @@ pub(crate) enum Change {
 impl HostHealth {
     /// Whether it has nothing to remember.
     pub(super) fn is_idle(&self) -> bool {
-        self.failures == 0 && matches!(self.state, State::Up)
+        self.failures == 0 && self.gateway.failures == 0 && matches!(self.state, State::Up)
+    }
+
+    /// Whether requests wait for it: an entry they wait on is not evicted from a full table.
+    pub(super) fn has_waiters(&self) -> bool {
+        matches!(&self.state, State::Down(down) if !down.waiters.is_empty())
     }
 
     /// When it may be forgotten if nothing else happens.
@@ -160,6 +223,7 @@ impl HostHealth {
     pub(super) fn advance(&mut self, now: Instant) {
         if self.last_failure.is_some_and(|last| now >= last + IN_A_ROW) {
             self.failures = 0;
+            self.gateway = Gateway::default();
             self.last_failure = None;
         }
         if let State::Recovering(recovering) = &self.state
@@ -186,27 +250,54 @@ impl HostHealth {
         episode: impl FnOnce() -> u64,
         rng: &mut SmallRng,
     ) -> Option<Change> {
-        if health == Health::Nothing {
-            return None;
-        }
         if let State::Down(down) = &mut self.state {
-            // Only the probe's answer counts: the others were sent before the host was found down.
+            // An entry found down by silence that answers after all is slow, not down.
+            if down.by_silence && health == Health::Answered {
+                return self.come_back(now);
+            }
+            // Only the probe's answer counts otherwise: the others were sent before it was found
+            // down. A probe whose end says nothing (cut by its caller's own limit) is over too.
             let probe = ticket
                 .as_mut()
                 .filter(|ticket| ticket.episode == down.episode && ticket.probe)?;
             probe.probe = false;
-            if health == Health::Failed {
+            if health != Health::Answered {
                 return None;
             }
             return self.come_back(now);
         }
-        if health == Health::Answered {
-            self.failures = 0;
-            self.last_failure = None;
-            return None;
+        let health = match health {
+            Health::Gateway(_) if rules.answers_per_host => Health::Failed,
+            health => health,
+        };
+        match health {
+            Health::Nothing => return None,
+            Health::Answered => {
+                self.failures = 0;
+                self.gateway = Gateway::default();
+                self.last_failure = None;
+                self.silent = false;
+                return None;
+            }
+            Health::Gateway(route) => {
+                // The host answered: its unanswered failures are no longer in a row.
+                self.failures = 0;
+                self.silent = false;
+                self.gateway.failed(route);
+                self.last_failure = Some(now);
+                if self.gateway.failures < rules.failures || self.gateway.distinct < GATEWAY_ROUTES
+                {
+                    return None;
+                }
+                let failures = self.gateway.failures;
+                self.trip(now, rules, episode(), rng, false);
+                return Some(Change::Down { failures });
+            }
+            Health::Failed | Health::Silent => {}
         }
         self.failures = self.failures.saturating_add(1);
         self.last_failure = Some(now);
+        self.silent = health == Health::Silent;
         if self.failures < rules.failures {
             return None;
         }
@@ -235,8 +326,10 @@ impl HostHealth {
             probe_delays,
             asked: 0,
             hold_until: rules.hold.filter(|_| !marked).map(|bound| now + bound),
+            by_silence: self.silent && !marked,
             waiters: BTreeMap::new(),
         }));
+        self.gateway = Gateway::default();
     }
 
     /// Marked up by hand: requests go at once; those held go paced, as after a probe.
@@ -252,6 +345,7 @@ impl HostHealth {
             return None;
         };
         let down_for = now.saturating_duration_since(down.since);
+        // Only the live: a request whose caller gave up took itself out.
         let held = down.waiters.len();
         let pace = down_for
             .checked_div(down.asked.max(1))
@@ -266,19 +360,24 @@ impl HostHealth {
             until,
         });
         self.failures = 0;
+        self.gateway = Gateway::default();
         self.last_failure = None;
+        self.silent = false;
         for waker in waiters.into_values() {
             waker.wake();
         }
         Some(Change::Up { down_for, held })
     }
 
-    /// When a request holding `ticket` may go to the host at `now`, as far as its health says:
-    /// `None` when it says nothing (the host is up), and the cooldown decides.
+    /// When a request holding `ticket` may go to the entry `key` at `now`, as far as its health
+    /// says: `None` when it says nothing (it is up), and the cooldown decides. `deadline`: whether
+    /// the request has a deadline of its own, within which it may wait on past the hold's bound.
     pub(super) fn admit(
         &mut self,
+        key: Host,
         now: Instant,
         ticket: &mut Option<DownTicket>,
+        deadline: bool,
         next_id: impl FnOnce() -> u64,
     ) -> Option<Admission> {
         match &mut self.state {
@@ -304,10 +403,12 @@ impl HostHealth {
                     _ => {
                         down.asked = down.asked.saturating_add(1);
                         ticket.insert(DownTicket {
+                            key,
                             episode: down.episode,
                             waiter: next_id(),
                             probe: false,
                             probe_number: 0,
+                            held: false,
                             release: None,
                         })
                     }
@@ -324,22 +425,29 @@ impl HostHealth {
                     mine.probe_number = down.probes;
                     return Some(Admission::Go);
                 }
-                match down.hold_until {
-                    Some(until) if now < until => {
-                        let wake = down.next_probe.map_or(until, |next| next.min(until));
-                        Some(Admission::HeldDown(wake - now))
-                    }
-                    _ => {
-                        down.waiters.remove(&mine.waiter);
-                        Some(Admission::Down(down.next_probe.map(|next| next - now)))
-                    }
+                // The bound stops new requests from waiting; one already waiting waits on, within
+                // its own deadline, for it can still succeed when the host is back.
+                let within_bound = down.hold_until.is_some_and(|until| now < until);
+                let waits_on = mine.held && deadline && down.hold_until.is_some();
+                if within_bound || waits_on {
+                    mine.held = true;
+                    let until = down.hold_until.filter(|_| within_bound);
+                    let wake = match (down.next_probe, until) {
+                        (Some(next), Some(until)) => next.min(until),
+                        (Some(next), None) => next,
+                        (None, Some(until)) => until,
+                        (None, None) => now + FORGET_AFTER,
+                    };
+                    return Some(Admission::HeldDown(wake - now));
                 }
+                down.waiters.remove(&mine.waiter);
+                Some(Admission::Down(down.next_probe.map(|next| next - now)))
             }
         }
     }
 
-    /// Whether a request to the host fails at `now` without being sent: it is down, no request waits
-    /// for it, and no probe is due.
+    /// Whether a request to the host fails at `now` without being sent: it is down, no new request
+    /// waits for it, and no probe is due.
     pub(super) fn fails_fast(&self, now: Instant) -> bool {
         let State::Down(down) = &self.state else {
             return false;
@@ -366,10 +474,25 @@ impl HostHealth {
         true
     }
 
+    /// A request holding `ticket` is gone (its caller dropped it): it no longer waits, and keeps
+    /// no waker alive.
+    pub(super) fn forget(&mut self, ticket: &DownTicket) {
+        if let State::Down(down) = &mut self.state
+            && ticket.episode == down.episode
+        {
+            down.waiters.remove(&ticket.waiter);
+        }
+    }
+
     /// What it says of the host at `now`, if anything beyond "up".
     pub(super) fn state(&self, now: Instant) -> Option<HostState> {
         match &self.state {
-            State::Up if self.failures == 0 => None,
+            // The gateway failures of a host's routes are theirs to report, unless they come from
+            // enough routes to put the host down: then they are the host's too.
+            State::Up if self.failures == 0 && self.gateway.distinct < GATEWAY_ROUTES => None,
+            State::Up if self.failures == 0 => Some(HostState::Up {
+                failures: self.gateway.failures,
+            }),
             State::Up => Some(HostState::Up {
                 failures: self.failures,
             }),

@@ -30,10 +30,16 @@
 //!
 //! # The breaker
 //!
-//! A host enters the table when an attempt to it fails without an answer (or with a `502`, `503`,
-//! `504`), and leaves it when one is answered; enough failures in a row and it is down ([`down`]):
-//! requests are held for it or fail at once, one probe per delay goes, and the probe that is
-//! answered lets the held requests go at the rate they came. The public `Breaker` has the rules.
+//! Evidence is counted where it happens. An attempt that fails without an answer (refused, reset,
+//! timed out by the policy's own limit, silent long past what the host takes to answer) is the
+//! host's failure: its entry is the host's (name and port). A `502`, `503` or `504` (gRPC
+//! `UNAVAILABLE`) that names no delay is the host answering that what stands behind it failed: the
+//! failure of the route it came from (the host and the request's path; a gRPC method's path), whose
+//! entry is of its own, and the host's answer all the same. Enough failures in a row and the entry
+//! is down ([`down`]): the requests to it (to the host, or to that path of it) are held or fail at
+//! once, one probe per delay goes, and the probe that is answered lets the held requests go at the
+//! rate they came. A host answering `503` on one path is down on that path alone: its other paths
+//! are sent as ever. The public `Breaker` has the rules.
 //!
 //! A request reads one atomic flag when no host is in the table, so the success path of a policy with
 //! either on costs no lock, no clock read and no allocation; the table is locked only while some
@@ -63,15 +69,77 @@ use down::HostHealth;
 pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules};
 pub use report::{HostReport, HostState};
 
-/// The most hosts the table holds. Past it, a new host first evicts the entries that have ended,
-/// then the eighth that end first: a client talking to more hosts than this at once keeps the
-/// 4 096 that hold or pace the longest.
+/// The most entries the table holds (hosts, and the routes of hosts that answered gateway
+/// failures). Past it, a new entry first evicts those that have ended, then the eighth that end
+/// first, never one that requests wait on: a client talking to more hosts than this at once keeps
+/// the 4 096 that hold or pace the longest, and a table full of entries with requests waiting takes
+/// no new one.
 pub(crate) const MAX_HOSTS: usize = 4096;
 
 /// The longest a host is held, whatever it asked: a `Retry-After` of years, from a buggy proxy or a
 /// hostile server, must not disable a host until the process restarts. Envoy clamps at the same.
 /// After it, requests go out again, and one that is refused holds the host anew.
 pub(crate) const MAX_HOLD: Duration = Duration::from_secs(300);
+
+/// Where a request goes, as the table keys it: its host (name and port) and its route (the host
+/// and the request's path), each an entry of its own once something is known of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    pub(crate) host: Host,
+    pub(crate) route: Option<Host>,
+}
+
+impl Place {
+    /// The place of `request`, if it names a host.
+    pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
+        let host = Host::of(request)?;
+        Some(Self {
+            host,
+            route: Some(host.route(request.path().unwrap_or("/"))),
+        })
+    }
+
+    /// A host, whatever the path.
+    #[cfg(test)]
+    pub(crate) const fn host(host: Host) -> Self {
+        Self { host, route: None }
+    }
+}
+
+/// What an attempt's end says of its host and of its route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evidence {
+    /// Nothing: an error that is not the host's (a certificate not trusted, a body that did not
+    /// decode), a stream the server refused unprocessed, an attempt cut by a limit of its caller's
+    /// own, tighter than the policy's.
+    Nothing,
+    /// The host answered, and so did the route (any answer but a gateway failure).
+    Answered,
+    /// The host answered that what stands behind it failed: a `502`, `503` or `504` (gRPC
+    /// `UNAVAILABLE`) naming no delay. The route's failure, and the host's answer.
+    RouteFailed,
+    /// No answer: refused, reset, not resolved, timed out by the policy's own limit. The host's
+    /// failure.
+    HostFailed,
+}
+
+impl Evidence {
+    /// What it says of the host's entry, and of the route's (`route`).
+    fn split(self, route: Option<Host>) -> (Health, Health) {
+        match (self, route) {
+            (Self::Nothing, _) => (Health::Nothing, Health::Nothing),
+            (Self::Answered, _) => (Health::Answered, Health::Answered),
+            (Self::RouteFailed, Some(route)) => (Health::Gateway(route), Health::Failed),
+            (Self::RouteFailed, None) => (Health::Failed, Health::Nothing),
+            (Self::HostFailed, _) => (Health::Failed, Health::Nothing),
+        }
+    }
+
+    /// Whether it can put an entry into the table.
+    fn fails(self) -> bool {
+        matches!(self, Self::RouteFailed | Self::HostFailed)
+    }
+}
 
 /// A host held: no request goes before `left` has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +169,7 @@ pub(super) enum Stage {
 }
 
 /// What a request holds of its host's state between its admissions and its answers: its place in a
-/// paced host's queue, and what it met of the host's being down.
+/// paced host's queue, and what it met of the host's (or its route's) being down.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct HostTickets {
     pub(crate) slot: Option<Ticket>,
@@ -117,11 +185,11 @@ pub(crate) enum Admission {
     Spread(Pause),
     /// At its slot, this long from now.
     Slot(Duration),
-    /// The host is down: wait this long at most (its next probe, or the end of the hold), woken
-    /// sooner if it comes back.
+    /// The host (or the route) is down: wait this long at most (its next probe, or the end of the
+    /// hold), woken sooner if it comes back.
     HeldDown(Duration),
-    /// The host is down, and the request fails unsent; its next probe is this far off (`None`: it was
-    /// marked down by hand).
+    /// The host (or the route) is down, and the request fails unsent; its next probe is this far off
+    /// (`None`: it was marked down by hand).
     Down(Option<Duration>),
 }
 
@@ -136,10 +204,13 @@ impl Admission {
     }
 }
 
-/// One host's state: the cooldown's, the breaker's, and its name for the reports.
+/// One entry's state: a host's (the cooldown's and the breaker's) or a route's (the breaker's), and
+/// its name for the reports.
 #[derive(Debug)]
 struct Entry {
     name: Option<Box<str>>,
+    /// The path, for a route's entry.
+    route: Option<Box<str>>,
     cooldown: Option<Cooldown>,
     health: HostHealth,
 }
@@ -232,30 +303,39 @@ impl HostStates {
         self.armed.load(Ordering::Acquire)
     }
 
-    /// Records what `host` answered at `now` (`signal`, for the cooldown; `health`, for the breaker) to
-    /// a request that went holding `tickets`. `name` names the host, should it enter the table. The
-    /// change of the host's health it makes, if any.
+    /// Records what `place` answered at `now` (`signal`, for the host's cooldown; `evidence`, for
+    /// the breaker) to a request that went holding `tickets`. `name` names the host and the path,
+    /// should either enter the table. The change of health it makes, if any: the host's, or else the
+    /// route's.
     pub(crate) fn observe(
         &self,
-        host: Host,
-        name: impl FnOnce() -> Option<Box<str>>,
+        place: Place,
+        name: impl FnOnce() -> (Option<Box<str>>, Option<Box<str>>),
         signal: HostSignal,
-        health: Health,
+        evidence: Evidence,
         now: Instant,
         tickets: &mut HostTickets,
     ) -> Option<Change> {
-        let health = if self.breaker.is_some() {
-            health
+        let evidence = if self.breaker.is_some() {
+            evidence
         } else {
-            Health::Nothing
+            Evidence::Nothing
         };
-        if signal == HostSignal::Nothing && health == Health::Nothing {
+        if signal == HostSignal::Nothing && evidence == Evidence::Nothing {
             return None;
         }
-        let starts = signal.starts_a_cooldown() || health == Health::Failed;
+        let starts = signal.starts_a_cooldown() || evidence.fails();
         if !starts && !self.is_armed() {
             return None;
         }
+        let answers_per_host = self.breaker.as_ref().is_some_and(|b| b.answers_per_host);
+        let (host_health, route_health) = evidence.split(place.route);
+        // Counted against the host alone, gateway failures put no route down.
+        let route_health = if answers_per_host {
+            Health::Nothing
+        } else {
+            route_health
+        };
         let mut table = self.lock();
         let Table {
             hosts,
@@ -263,28 +343,53 @@ impl HostStates {
             rng,
             ids,
         } = &mut *table;
-        if live(hosts, latest, host, now).is_none() {
-            if !starts {
-                return None;
+        let mut make = Some(name);
+        let mut named = None;
+        let mut name = || {
+            if named.is_none() {
+                named = make.take().map(|make| make());
             }
-            insert_new(hosts, host, name(), now);
+            named.clone().unwrap_or_default()
+        };
+        // The host's entry: its cooldown, and what the attempt says of the host itself.
+        let host_starts = signal.starts_a_cooldown() || host_health_fails(host_health);
+        let mut change = None;
+        if live(hosts, latest, place.host, now).is_some()
+            || host_starts && insert_new(hosts, place.host, name().0, None, now)
+        {
             self.armed.store(true, Ordering::Release);
-        }
-        let entry = hosts.get_mut(&host).expect("just looked up or made");
-        match &mut entry.cooldown {
-            Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
-            None => entry.cooldown = Cooldown::start(signal, now),
-        }
-        let change = self.breaker.as_ref().and_then(|breaker| {
-            let episode = || next_id(ids);
-            (entry.health).observe(health, now, &mut tickets.down, breaker, episode, rng)
-        });
-        if entry.advance(now) {
-            if let Some(ends) = entry.ends() {
-                extend(latest, ends);
+            let entry = hosts.get_mut(&place.host).expect("just looked up or made");
+            match &mut entry.cooldown {
+                Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
+                None => entry.cooldown = Cooldown::start(signal, now),
             }
-        } else {
-            hosts.remove(&host);
+            change = self.breaker.as_ref().and_then(|breaker| {
+                let ticket = &mut mine(&mut tickets.down, place.host);
+                let episode = || next_id(ids);
+                let change =
+                    (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+                put_back(&mut tickets.down, *ticket);
+                change
+            });
+            settle(hosts, latest, place.host, now);
+        }
+        // The route's entry: what the answer says of the path.
+        if let (Some(route), Some(breaker)) = (place.route, &self.breaker)
+            && route_health != Health::Nothing
+            && (live(hosts, latest, route, now).is_some()
+                || host_health_fails(route_health) && {
+                    let (host, path) = name();
+                    insert_new(hosts, route, host, path, now)
+                })
+        {
+            self.armed.store(true, Ordering::Release);
+            let entry = hosts.get_mut(&route).expect("just looked up or made");
+            let ticket = &mut mine(&mut tickets.down, route);
+            let episode = || next_id(ids);
+            let routed = (entry.health).observe(route_health, now, ticket, breaker, episode, rng);
+            put_back(&mut tickets.down, *ticket);
+            change = change.or(routed);
+            settle(hosts, latest, route, now);
         }
         change
     }
@@ -309,27 +414,41 @@ impl HostStates {
             .pause(now)
     }
 
-    /// Whether requests to `host` are held, paced, or waiting for it to come back: a hedge, which
+    /// Whether requests to `place` are held, paced, or waiting for it to come back: a hedge, which
     /// would go past the queue, is not sent to it.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
-    pub(crate) fn holds_or_paces(&self, host: Host, now: impl FnOnce() -> Instant) -> bool {
+    pub(crate) fn holds_or_paces(&self, place: Place, now: impl FnOnce() -> Instant) -> bool {
         if !self.is_armed() {
             return false;
         }
         let now = now();
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        live(hosts, latest, host, now).is_some_and(|entry| {
-            entry.health.holds()
-                || (entry.cooldown.as_ref()).is_some_and(|cooldown| cooldown.holds_or_paces(now))
-        })
+        let route = place
+            .route
+            .and_then(|route| live(hosts, latest, route, now))
+            .is_some_and(|entry| entry.health.holds());
+        route
+            || live(hosts, latest, place.host, now).is_some_and(|entry| {
+                entry.health.holds()
+                    || (entry.cooldown.as_ref())
+                        .is_some_and(|cooldown| cooldown.holds_or_paces(now))
+            })
     }
 
-    /// When a request to `host` may go, at `now`. `tickets.slot` is the place in the host's queue the
-    /// request was given by an earlier admission, if any: a request that waited goes when its place
-    /// comes (later, if the pace slowed meanwhile), and one that goes gives its ticket up, so that its
-    /// retry queues anew. `tickets.down` is what it met of the host's being down.
-    pub(crate) fn admit(&self, host: Host, now: Instant, tickets: &mut HostTickets) -> Admission {
+    /// When a request to `place` may go, at `now`. `tickets.slot` is the place in the host's queue
+    /// the request was given by an earlier admission, if any: a request that waited goes when its
+    /// place comes (later, if the pace slowed meanwhile), and one that goes gives its ticket up, so
+    /// that its retry queues anew. `tickets.down` is what it met of the host's (or the route's) being
+    /// down. `deadline`: whether the request has a deadline, within which a request already held may
+    /// wait on past the hold's bound.
+    pub(crate) fn admit(
+        &self,
+        place: Place,
+        now: Instant,
+        tickets: &mut HostTickets,
+        deadline: bool,
+    ) -> Admission {
         let given = tickets.slot.take();
         if !self.is_armed() {
             return Admission::Go;
@@ -338,56 +457,86 @@ impl HostStates {
         let Table {
             hosts, latest, ids, ..
         } = &mut *table;
-        let Some(entry) = live(hosts, latest, host, now) else {
+        // The host first: a host that is down holds every path of it.
+        if self.breaker.is_some() {
+            for key in [Some(place.host), place.route].into_iter().flatten() {
+                let Some(entry) = live(hosts, latest, key, now) else {
+                    continue;
+                };
+                let health = &mut entry.health;
+                if let Some(admission) =
+                    health.admit(key, now, &mut tickets.down, deadline, || next_id(ids))
+                {
+                    extend_to(latest, entry.ends());
+                    return admission;
+                }
+            }
+        }
+        let Some(entry) = live(hosts, latest, place.host, now) else {
             return Admission::Go;
         };
-        let health = self
-            .breaker
-            .as_ref()
-            .and_then(|_| (entry.health).admit(now, &mut tickets.down, || next_id(ids)));
-        let admission = match (health, &mut entry.cooldown) {
-            (Some(admission), _) => admission,
-            (None, Some(cooldown)) => cooldown.admit(now, given, &mut tickets.slot),
-            (None, None) => Admission::Go,
+        let admission = match &mut entry.cooldown {
+            Some(cooldown) => cooldown.admit(now, given, &mut tickets.slot),
+            None => Admission::Go,
         };
-        if let Some(ends) = entry.ends() {
-            extend(latest, ends);
-        }
+        extend_to(latest, entry.ends());
         admission
     }
 
-    /// Whether a request to `host` would fail at `now` without being sent, the host being down.
-    pub(crate) fn fails_fast(&self, host: Host, now: Instant) -> bool {
+    /// Whether a request to `place` would fail at `now` without being sent, the host (or the route)
+    /// being down.
+    pub(crate) fn fails_fast(&self, place: Place, now: Instant) -> bool {
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        live(hosts, latest, host, now).is_some_and(|entry| entry.health.fails_fast(now))
+        [Some(place.host), place.route]
+            .into_iter()
+            .flatten()
+            .any(|key| live(hosts, latest, key, now).is_some_and(|e| e.health.fails_fast(now)))
     }
 
-    /// Whether a request holding `tickets` is still held for `host` to come back; if so, `waker` is
-    /// woken when it does.
-    pub(crate) fn still_held(&self, host: Host, tickets: &HostTickets, waker: &Waker) -> bool {
+    /// Whether a request holding `tickets` is still held for the entry it waits on to come back; if
+    /// so, `waker` is woken when it does.
+    pub(crate) fn still_held(&self, tickets: &HostTickets, waker: &Waker) -> bool {
+        let Some(ticket) = &tickets.down else {
+            return false;
+        };
         if !self.is_armed() {
             return false;
         }
         let now = Instant::now();
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        live(hosts, latest, host, now)
-            .is_some_and(|entry| entry.health.still_held(tickets.down.as_ref(), waker))
+        live(hosts, latest, ticket.key, now)
+            .is_some_and(|entry| entry.health.still_held(Some(ticket), waker))
     }
 
-    /// What the policy knows of `host` at `now`.
-    pub(crate) fn state(&self, host: Host, now: Instant) -> HostState {
+    /// A request holding `tickets` is gone: its caller dropped it. It leaves no waker behind, and is
+    /// no longer counted among the held.
+    pub(crate) fn forget(&self, tickets: &HostTickets) {
+        let Some(ticket) = &tickets.down else {
+            return;
+        };
+        if !self.is_armed() {
+            return;
+        }
+        let mut table = self.lock();
+        if let Some(entry) = table.hosts.get_mut(&ticket.key) {
+            entry.health.forget(ticket);
+        }
+    }
+
+    /// What the policy knows of `key` (a host's, or a route's) at `now`.
+    pub(crate) fn state(&self, key: Host, now: Instant) -> HostState {
         let up = HostState::Up { failures: 0 };
         if !self.is_armed() {
             return up;
         }
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        live(hosts, latest, host, now).map_or(up, |entry| entry.state(now))
+        live(hosts, latest, key, now).map_or(up, |entry| entry.state(now))
     }
 
-    /// Every host the table holds, by name, with its state at `now`.
+    /// Every host and route the table holds, by name, with its state at `now`.
     pub(crate) fn report(&self, now: Instant) -> Vec<HostReport> {
         if !self.is_armed() {
             return Vec::new();
@@ -400,17 +549,19 @@ impl HostStates {
         }
         hosts.retain(|_, entry| entry.advance(now));
         let mut report: Vec<HostReport> = (hosts.values())
+            .filter(|entry| entry.state(now) != HostState::Up { failures: 0 })
             .map(|entry| HostReport {
                 host: entry.name.as_deref().unwrap_or("").to_owned(),
+                route: entry.route.as_deref().map(str::to_owned),
                 state: entry.state(now),
             })
             .collect();
-        report.sort_by(|a, b| a.host.cmp(&b.host));
+        report.sort_by(|a, b| (&a.host, &a.route).cmp(&(&b.host, &b.route)));
         report
     }
 
     /// Marks `host` down at `now`, by hand: nothing goes to it, and it is not probed, until it is
-    /// marked up. `false` without a breaker.
+    /// marked up. `false` without a breaker, or with the table full of hosts that requests wait on.
     pub(crate) fn mark_down(&self, host: Host, name: Box<str>, now: Instant) -> bool {
         let Some(breaker) = &self.breaker else {
             return false;
@@ -422,15 +573,15 @@ impl HostStates {
             rng,
             ids,
         } = &mut *table;
-        if live(hosts, latest, host, now).is_none() {
-            insert_new(hosts, host, Some(name), now);
-            self.armed.store(true, Ordering::Release);
+        if live(hosts, latest, host, now).is_none()
+            && !insert_new(hosts, host, Some(name), None, now)
+        {
+            return false;
         }
+        self.armed.store(true, Ordering::Release);
         let entry = hosts.get_mut(&host).expect("just looked up or made");
         (entry.health).trip(now, breaker, next_id(ids), rng, true);
-        if let Some(ends) = entry.ends() {
-            extend(latest, ends);
-        }
+        extend_to(latest, entry.ends());
         true
     }
 
@@ -443,13 +594,7 @@ impl HostStates {
         let Table { hosts, latest, .. } = &mut *table;
         let entry = live(hosts, latest, host, now)?;
         let change = entry.health.mark_up(now);
-        if entry.advance(now) {
-            if let Some(ends) = entry.ends() {
-                extend(latest, ends);
-            }
-        } else {
-            hosts.remove(&host);
-        }
+        settle(hosts, latest, host, now);
         change
     }
 
@@ -472,7 +617,9 @@ impl HostStates {
             slot: sent,
             down: None,
         };
-        self.observe(host, || None, signal, Health::Nothing, now, &mut tickets);
+        let place = Place::host(host);
+        let none = || (None, None);
+        self.observe(place, none, signal, Evidence::Nothing, now, &mut tickets);
     }
 
     /// [`admit`](Self::admit) as the cooldown alone sees it.
@@ -487,12 +634,12 @@ impl HostStates {
             slot: ticket.take(),
             down: None,
         };
-        let admission = self.admit(host, now, &mut tickets);
+        let admission = self.admit(Place::host(host), now, &mut tickets, true);
         *ticket = tickets.slot;
         admission
     }
 
-    /// How many hosts the table holds.
+    /// How many entries the table holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().hosts.len()
@@ -508,6 +655,37 @@ impl HostStates {
             table,
             armed: &self.armed,
         }
+    }
+}
+
+/// Whether a health can put an entry into the table.
+fn host_health_fails(health: Health) -> bool {
+    matches!(health, Health::Failed | Health::Silent | Health::Gateway(_))
+}
+
+/// The request's ticket, if it is of the entry `key`: a request holds one, of the last entry it met
+/// down, and an attempt's answer speaks to that entry's probe only.
+fn mine(ticket: &mut Option<DownTicket>, key: Host) -> Option<DownTicket> {
+    ticket.filter(|ticket| ticket.key == key)
+}
+
+/// Puts back the ticket [`mine`] took out, changed.
+fn put_back(ticket: &mut Option<DownTicket>, mine: Option<DownTicket>) {
+    if let Some(mine) = mine {
+        *ticket = Some(mine);
+    }
+}
+
+/// After a change of `key`'s entry: extends the table's end to the entry's, or removes it when it
+/// has nothing left to keep.
+fn settle(hosts: &mut HashMap<Host, Entry>, latest: &mut Option<Instant>, key: Host, now: Instant) {
+    let Some(entry) = hosts.get_mut(&key) else {
+        return;
+    };
+    if entry.advance(now) {
+        extend_to(latest, entry.ends());
+    } else {
+        hosts.remove(&key);
     }
 }
 
@@ -579,30 +757,56 @@ fn extend(latest: &mut Option<Instant>, ends: Instant) {
     *latest = Some(latest.map_or(ends, |latest| latest.max(ends)));
 }
 
-/// Puts `host` in the table with nothing known of it yet, room made first if the table is full.
-fn insert_new(hosts: &mut HashMap<Host, Entry>, host: Host, name: Option<Box<str>>, now: Instant) {
-    if hosts.len() >= MAX_HOSTS {
-        make_room(hosts, now);
+fn extend_to(latest: &mut Option<Instant>, ends: Option<Instant>) {
+    if let Some(ends) = ends {
+        extend(latest, ends);
+    }
+}
+
+/// Puts `key` in the table with nothing known of it yet, room made first if the table is full:
+/// `false` when there is none, every entry having requests that wait on it.
+fn insert_new(
+    hosts: &mut HashMap<Host, Entry>,
+    key: Host,
+    name: Option<Box<str>>,
+    route: Option<Box<str>>,
+    now: Instant,
+) -> bool {
+    if hosts.len() >= MAX_HOSTS && !make_room(hosts, now) {
+        return false;
     }
     let entry = Entry {
         name,
+        route,
         cooldown: None,
         health: HostHealth::default(),
     };
-    hosts.insert(host, entry);
+    hosts.insert(key, entry);
+    true
 }
 
 /// Frees slots: the entries that have ended, or else the eighth of them that end first, so that a
 /// stream of new hosts costs a scan of the table once per `MAX_HOSTS / 8` of them, not each time.
-fn make_room(hosts: &mut HashMap<Host, Entry>, now: Instant) {
+/// An entry that requests wait on stays: evicted, its waiters would go when their timers fire, all
+/// at once and unpaced. `false` when no slot could be freed.
+fn make_room(hosts: &mut HashMap<Host, Entry>, now: Instant) -> bool {
     let ends = |entry: &Entry| entry.ends().unwrap_or(now);
-    hosts.retain(|_, entry| ends(entry) > now);
+    let kept = |entry: &Entry| entry.health.has_waiters();
+    hosts.retain(|_, entry| kept(entry) || ends(entry) > now);
     if hosts.len() < MAX_HOSTS {
-        return;
+        return true;
     }
-    let mut all: Vec<Instant> = hosts.values().map(ends).collect();
-    let (_, &mut last_evicted, _) = all.select_nth_unstable(MAX_HOSTS / 8);
-    hosts.retain(|_, entry| ends(entry) > last_evicted);
+    let mut all: Vec<Instant> = (hosts.values())
+        .filter(|entry| !kept(entry))
+        .map(ends)
+        .collect();
+    if all.is_empty() {
+        return false;
+    }
+    let nth = (MAX_HOSTS / 8).min(all.len() - 1);
+    let (_, &mut last_evicted, _) = all.select_nth_unstable(nth);
+    hosts.retain(|_, entry| kept(entry) || ends(entry) > last_evicted);
+    hosts.len() < MAX_HOSTS
 }
 
 /// What a wait outlasts when a request does not wait for it.

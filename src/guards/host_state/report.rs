@@ -55,13 +55,19 @@ impl HostState {
     }
 }
 
-/// One host a policy keeps a state for, as [`RetryPolicy::hosts`](crate::RetryPolicy::hosts) lists
-/// it.
+/// One host, or one route of a host, a policy keeps a state for, as
+/// [`RetryPolicy::hosts`](crate::RetryPolicy::hosts) lists it.
+///
+/// A host is judged by the attempts it leaves unanswered (refused, reset, timed out); a route (a
+/// path of a host, a gRPC method) by the gateway failures it answers (`502`, `503`, `504`, gRPC
+/// `UNAVAILABLE`), so that a host with one failing backend is down on that path alone.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostReport {
     /// The host as requests name it, `name` or `name:port` (a default port omitted).
     pub host: String,
+    /// The path, for a route; `None` for the host itself.
+    pub route: Option<String>,
     /// Its state.
     pub state: HostState,
 }

@@ -144,6 +144,15 @@ pub(super) struct Watched {
     pub(super) downs: u32,
 }
 
+/// What `policy` knows of `host`: of the host itself, or else of the path every call asks for, `/`
+/// (a host answering gateway failures is down on the paths that failed, not as a whole).
+pub(super) fn state_of(policy: &RetryPolicy, host: &str) -> HostState {
+    match policy.host_state(host) {
+        HostState::Up { .. } => policy.route_state(host, "/"),
+        state => state,
+    }
+}
+
 /// Watches `host`'s state in `policy` until `done`; `reached` reads what reached the server.
 pub(super) async fn watch(
     policy: &RetryPolicy,
@@ -159,7 +168,7 @@ pub(super) async fn watch(
     while !done.get() {
         ticks.tick().await;
         let at = start.elapsed();
-        match policy.host_state(host) {
+        match state_of(policy, host) {
             HostState::Down { probes, held, .. } => {
                 if !down {
                     down = true;
@@ -270,7 +279,7 @@ impl Setup {
         reached: Option<&dyn Fn() -> u64>,
         back: impl FnOnce(),
     ) -> Returned {
-        let state = self.policy.host_state(&self.host);
+        let state = state_of(&self.policy, &self.host);
         let probes = match state {
             HostState::Down { probes, .. } => probes,
             _ => 0,

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{Admission, HostStates, HostTickets, ProbeDelays, ProbeSchedule, Rules};
-use super::Health;
+use super::super::{
+    Admission, Evidence, HostStates, HostTickets, Place, ProbeDelays, ProbeSchedule, Rules,
+};
 use crate::attempt::HostSignal;
 use crate::guards::hosts::Host;
 use rand::rngs::SmallRng;
@@ -42,20 +43,24 @@ fn table(hold: Option<Duration>) -> HostStates {
         failures: 3,
         hold,
         probes: Box::new(Every(ms(100))),
+        answers_per_host: false,
     };
     HostStates::new(false, Some(rules), 7)
 }
 
 const HOST: Host = Host::from_raw(1);
 
-fn observe(table: &HostStates, health: Health, at: Instant, tickets: &mut HostTickets) {
-    table.observe(HOST, || None, HostSignal::Nothing, health, at, tickets);
+const PLACE: Place = Place::host(HOST);
+
+fn observe(table: &HostStates, evidence: Evidence, at: Instant, tickets: &mut HostTickets) {
+    let none = || (None, None);
+    table.observe(PLACE, none, HostSignal::Nothing, evidence, at, tickets);
 }
 
 /// Three failures in a row from `at`: the host is down.
 fn trip(table: &HostStates, at: Instant) {
     for _ in 0..3 {
-        observe(table, Health::Failed, at, &mut HostTickets::default());
+        observe(table, Evidence::HostFailed, at, &mut HostTickets::default());
     }
 }
 
@@ -66,28 +71,28 @@ fn failures_a_minute_apart_are_not_in_a_row() {
     for n in 0..5 {
         observe(
             &table,
-            Health::Failed,
+            Evidence::HostFailed,
             t0 + Duration::from_secs(61) * n,
             &mut HostTickets::default(),
         );
     }
     let mut tickets = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + Duration::from_secs(300), &mut tickets),
+        table.admit(PLACE, t0 + Duration::from_secs(300), &mut tickets, true),
         Admission::Go
     );
     // Three within a minute of each other are.
     for n in 0..3 {
         observe(
             &table,
-            Health::Failed,
+            Evidence::HostFailed,
             t0 + Duration::from_secs(400 + 59 * n),
             &mut HostTickets::default(),
         );
     }
     let now = t0 + Duration::from_secs(400 + 118);
     assert!(matches!(
-        table.admit(HOST, now, &mut tickets),
+        table.admit(PLACE, now, &mut tickets, true),
         Admission::Down(_)
     ));
 }
@@ -101,42 +106,42 @@ fn a_probe_that_hangs_does_not_hold_the_next_and_stale_answers_change_nothing() 
     trip(&table, t0);
     let mut first = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + ms(50), &mut first),
+        table.admit(PLACE, t0 + ms(50), &mut first, true),
         Admission::Down(Some(ms(50)))
     );
     assert_eq!(
-        table.admit(HOST, t0 + ms(100), &mut first),
+        table.admit(PLACE, t0 + ms(100), &mut first, true),
         Admission::Go,
         "the first probe"
     );
     let mut other = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + ms(150), &mut other),
+        table.admit(PLACE, t0 + ms(150), &mut other, true),
         Admission::Down(Some(ms(50)))
     );
     // The first probe hangs; the next goes at its time all the same.
     assert_eq!(
-        table.admit(HOST, t0 + ms(200), &mut other),
+        table.admit(PLACE, t0 + ms(200), &mut other, true),
         Admission::Go,
         "the second probe"
     );
     // A stale success, and a stale failure, change nothing.
-    observe(&table, Health::Answered, t0 + ms(210), &mut stale);
-    observe(&table, Health::Failed, t0 + ms(210), &mut stale);
+    observe(&table, Evidence::Answered, t0 + ms(210), &mut stale);
+    observe(&table, Evidence::HostFailed, t0 + ms(210), &mut stale);
     let mut third = HostTickets::default();
     assert!(matches!(
-        table.admit(HOST, t0 + ms(220), &mut third),
+        table.admit(PLACE, t0 + ms(220), &mut third, true),
         Admission::Down(_)
     ));
     // The first probe fails at last; the second is answered: the host is back.
-    observe(&table, Health::Failed, t0 + ms(250), &mut first);
+    observe(&table, Evidence::HostFailed, t0 + ms(250), &mut first);
     assert!(matches!(
-        table.admit(HOST, t0 + ms(260), &mut third),
+        table.admit(PLACE, t0 + ms(260), &mut third, true),
         Admission::Down(_)
     ));
-    observe(&table, Health::Answered, t0 + ms(270), &mut other);
+    observe(&table, Evidence::Answered, t0 + ms(270), &mut other);
     assert_eq!(
-        table.admit(HOST, t0 + ms(270), &mut HostTickets::default()),
+        table.admit(PLACE, t0 + ms(270), &mut HostTickets::default(), true),
         Admission::Go
     );
 }
@@ -161,22 +166,25 @@ fn held_requests_are_woken_by_the_probe_s_answer_and_go_one_pace_apart() {
     let mut held: Vec<HostTickets> = (0..4)
         .map(|n| {
             let mut tickets = HostTickets::default();
-            let admission = table.admit(HOST, t0 + ms(10 * n), &mut tickets);
+            let admission = table.admit(PLACE, t0 + ms(10 * n), &mut tickets, true);
             assert_eq!(admission, Admission::HeldDown(ms(100 - 10 * n)));
-            assert!(table.still_held(HOST, &tickets, &waker));
+            assert!(table.still_held(&tickets, &waker));
             tickets
         })
         .collect();
     // The probe, at 100 ms, is answered at 110 ms: every held request is woken once.
     let mut probe = HostTickets::default();
-    assert_eq!(table.admit(HOST, t0 + ms(100), &mut probe), Admission::Go);
-    observe(&table, Health::Answered, t0 + ms(110), &mut probe);
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut probe, true),
+        Admission::Go
+    );
+    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
     assert_eq!(woken.0.load(Ordering::SeqCst), 4);
     // Five came while the host was down (110 ms): they go 22 ms apart, the first at once.
     let now = t0 + ms(110);
     let slots: Vec<_> = held
         .iter_mut()
-        .map(|tickets| table.admit(HOST, now, tickets))
+        .map(|tickets| table.admit(PLACE, now, tickets, true))
         .collect();
     assert_eq!(
         slots,
@@ -189,42 +197,269 @@ fn held_requests_are_woken_by_the_probe_s_answer_and_go_one_pace_apart() {
     );
     // A new request does not queue behind them.
     assert_eq!(
-        table.admit(HOST, now, &mut HostTickets::default()),
+        table.admit(PLACE, now, &mut HostTickets::default(), true),
         Admission::Go
     );
-    assert!(!table.still_held(HOST, &held[1], &waker));
-    assert_eq!(table.admit(HOST, now + ms(22), &mut held[1]), Admission::Go);
+    assert!(!table.still_held(&held[1], &waker));
+    assert_eq!(
+        table.admit(PLACE, now + ms(22), &mut held[1], true),
+        Admission::Go
+    );
 }
 
 #[test]
-fn past_the_hold_s_bound_requests_fail_fast() {
+fn past_the_hold_s_bound_new_requests_fail_fast_and_those_waiting_wait_on_within_their_deadline() {
     let table = table(Some(ms(250)));
     let t0 = Instant::now();
     trip(&table, t0);
     let mut tickets = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + ms(10), &mut tickets),
+        table.admit(PLACE, t0 + ms(10), &mut tickets, true),
         Admission::HeldDown(ms(90))
     );
     assert_eq!(
-        table.admit(HOST, t0 + ms(100), &mut tickets),
+        table.admit(PLACE, t0 + ms(100), &mut tickets, true),
         Admission::Go,
         "the probe"
     );
     let mut late = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + ms(150), &mut late),
+        table.admit(PLACE, t0 + ms(150), &mut late, true),
+        Admission::HeldDown(ms(50))
+    );
+    let mut no_deadline = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(150), &mut no_deadline, false),
         Admission::HeldDown(ms(50))
     );
     // The next probe is due at 200 ms, the bound at 250 ms: a request at 260 ms is past it.
     let mut later = HostTickets::default();
     assert_eq!(
-        table.admit(HOST, t0 + ms(200), &mut later),
+        table.admit(PLACE, t0 + ms(200), &mut later, true),
         Admission::Go,
         "the probe"
     );
+    // A new request fails fast.
     assert_eq!(
-        table.admit(HOST, t0 + ms(260), &mut late),
+        table.admit(PLACE, t0 + ms(260), &mut HostTickets::default(), true),
         Admission::Down(Some(ms(40)))
     );
+    // One that was waiting waits on, within its deadline, until the next probe (which it may be);
+    // one with no deadline of its own does not wait past the bound.
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(260), &mut late, true),
+        Admission::HeldDown(ms(40))
+    );
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(260), &mut no_deadline, false),
+        Admission::Down(Some(ms(40)))
+    );
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(300), &mut late, true),
+        Admission::Go,
+        "the probe"
+    );
+}
+
+#[test]
+fn a_held_request_whose_caller_gives_up_leaves_no_waker_and_is_not_counted_held() {
+    let table = table(Some(Duration::from_secs(5)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let woken = Arc::new(Count::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut held: Vec<HostTickets> = (0..100)
+        .map(|_| {
+            let mut tickets = HostTickets::default();
+            let admission = table.admit(PLACE, t0 + ms(10), &mut tickets, true);
+            assert!(matches!(admission, Admission::HeldDown(_)));
+            assert!(table.still_held(&tickets, &waker));
+            tickets
+        })
+        .collect();
+    assert_eq!(
+        Arc::strong_count(&woken),
+        102,
+        "100 wakers kept, beside ours"
+    );
+    let gone: Vec<HostTickets> = held.drain(10..).collect();
+    for tickets in &gone {
+        table.forget(tickets);
+    }
+    assert_eq!(
+        Arc::strong_count(&woken),
+        12,
+        "the 90 given up keep nothing"
+    );
+    let state = table.state(HOST, t0 + ms(20));
+    assert!(
+        matches!(state, super::super::HostState::Down { held: 10, .. }),
+        "{state:?}"
+    );
+    // The probe is answered: the ten that wait are woken, and let go at the rate requests came.
+    let mut probe = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut probe, true),
+        Admission::Go
+    );
+    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
+    assert_eq!(woken.0.load(Ordering::SeqCst), 10);
+    assert_eq!(Arc::strong_count(&woken), 2);
+}
+
+/// Another host's routes: `/reports` and `/items`.
+const REPORTS: Place = Place {
+    host: HOST,
+    route: Some(Host::from_raw(2)),
+};
+const ITEMS: Place = Place {
+    host: HOST,
+    route: Some(Host::from_raw(3)),
+};
+
+fn observe_at(table: &HostStates, place: Place, evidence: Evidence, at: Instant) {
+    let names = || (Some("api.test".into()), Some("/reports".into()));
+    let mut tickets = HostTickets::default();
+    table.observe(
+        place,
+        names,
+        HostSignal::Nothing,
+        evidence,
+        at,
+        &mut tickets,
+    );
+}
+
+#[test]
+fn gateway_failures_put_their_route_down_and_the_host_s_other_routes_go() {
+    let table = table(Some(Duration::from_secs(10)));
+    let t0 = Instant::now();
+    for _ in 0..10 {
+        observe_at(&table, REPORTS, Evidence::RouteFailed, t0);
+    }
+    assert!(matches!(
+        table.admit(REPORTS, t0 + ms(10), &mut HostTickets::default(), true),
+        Admission::HeldDown(_)
+    ));
+    for _ in 0..100 {
+        assert_eq!(
+            table.admit(ITEMS, t0 + ms(10), &mut HostTickets::default(), true),
+            Admission::Go
+        );
+    }
+    // The host answered every time: it is up, with no failure counted.
+    assert_eq!(
+        table.state(HOST, t0 + ms(10)),
+        super::super::HostState::Up { failures: 0 }
+    );
+    let report = table.report(t0 + ms(10));
+    assert_eq!(report.len(), 1);
+    assert_eq!(
+        (report[0].host.as_str(), report[0].route.as_deref()),
+        ("api.test", Some("/reports"))
+    );
+    // Silence is the host's: three unanswered attempts, on any route, hold every route.
+    for place in [ITEMS, REPORTS, ITEMS] {
+        observe_at(&table, place, Evidence::HostFailed, t0 + ms(20));
+    }
+    assert!(matches!(
+        table.admit(ITEMS, t0 + ms(30), &mut HostTickets::default(), true),
+        Admission::HeldDown(_)
+    ));
+}
+
+#[test]
+fn with_answers_counted_per_host_gateway_failures_on_any_route_put_the_host_down() {
+    let rules = Rules {
+        failures: 3,
+        hold: None,
+        probes: Box::new(Every(ms(100))),
+        answers_per_host: true,
+    };
+    let table = HostStates::new(false, Some(rules), 7);
+    let t0 = Instant::now();
+    for place in [REPORTS, ITEMS, REPORTS] {
+        observe_at(&table, place, Evidence::RouteFailed, t0);
+    }
+    assert!(matches!(
+        table.admit(ITEMS, t0 + ms(10), &mut HostTickets::default(), true),
+        Admission::Down(_)
+    ));
+}
+
+#[test]
+fn a_full_table_never_evicts_a_host_that_requests_wait_on() {
+    let table = table(Some(Duration::from_secs(60)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let woken = Arc::new(Count::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut held = HostTickets::default();
+    assert!(matches!(
+        table.admit(PLACE, t0 + ms(10), &mut held, true),
+        Admission::HeldDown(_)
+    ));
+    assert!(table.still_held(&held, &waker));
+    // Ten thousand other hosts go down after it, and would outlast it: a full table evicts the
+    // entries that end first.
+    for n in 0..10_000u64 {
+        let other = Place::host(Host::from_raw(1_000 + n));
+        let at = t0 + ms(20) + Duration::from_micros(n);
+        for _ in 0..3 {
+            let names = || (None, None);
+            let mut tickets = HostTickets::default();
+            let failed = Evidence::HostFailed;
+            table.observe(other, names, HostSignal::Nothing, failed, at, &mut tickets);
+        }
+        assert!(table.len() <= super::super::MAX_HOSTS);
+    }
+    assert!(
+        table.still_held(&held, &waker),
+        "still waiting, still known"
+    );
+    // Its probe answered, it is woken and let go.
+    let mut probe = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut probe, true),
+        Admission::Go
+    );
+    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn gateway_failures_from_three_routes_with_no_answer_between_put_the_host_down() {
+    let table = table(None);
+    let t0 = Instant::now();
+    let route = |n: u64| Place {
+        host: HOST,
+        route: Some(Host::from_raw(100 + n)),
+    };
+    // The table's rules: 3 failures in a row. Five 502s on two routes: one route is down, the host
+    // is not.
+    for n in [0, 1, 0, 1, 0] {
+        observe_at(&table, route(n), Evidence::RouteFailed, t0);
+    }
+    assert_eq!(
+        table.admit(route(7), t0, &mut HostTickets::default(), true),
+        Admission::Go
+    );
+    // An answer on another route starts the host's count over; then 502s on three routes (a
+    // gateway whose backend is gone, asked for paths with ids in them) put it down.
+    observe_at(&table, route(7), Evidence::Answered, t0);
+    for n in [10, 11, 12] {
+        assert_eq!(
+            table.admit(route(20), t0, &mut HostTickets::default(), true),
+            Admission::Go
+        );
+        observe_at(&table, route(n), Evidence::RouteFailed, t0);
+    }
+    assert!(matches!(
+        table.admit(route(20), t0 + ms(1), &mut HostTickets::default(), true),
+        Admission::Down(_)
+    ));
+    assert!(matches!(
+        table.state(HOST, t0 + ms(1)),
+        super::super::HostState::Down { .. }
+    ));
 }
