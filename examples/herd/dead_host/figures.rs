@@ -47,6 +47,12 @@ pub(super) struct Figures {
     /// How long after the host's return every [`WINDOW`] of new calls succeeds for [`RECOVERED`] of
     /// them; `None`: not by the end of the run.
     pub(super) recover: Option<Duration>,
+    /// The most attempts in one [`BUCKET`] while the host was down, and per [`BUCKET`] on average
+    /// over one [`WINDOW`] then.
+    pub(super) peak_down: u32,
+    pub(super) smoothed_peak_down: f64,
+    /// The most new calls made in one [`BUCKET`] while the host was down.
+    pub(super) offered_peak_down: u32,
     /// The most attempts in one [`BUCKET`] from the host's return on.
     pub(super) peak_after: u32,
     /// The most attempts per [`BUCKET`] on average over one [`WINDOW`], from the return on.
@@ -92,6 +98,16 @@ impl Figures {
             calls: calls.len(),
             ok: calls.iter().filter(|c| c.why.is_none()).count(),
             recover: recovery(calls, back_at, scenario.send_for(case)),
+            peak_down: arrivals
+                .get(bucket(down_at)..bucket(back_at).min(arrivals.len()))
+                .and_then(|down| down.iter().copied().max())
+                .unwrap_or(0),
+            smoothed_peak_down: smoothed_peak(
+                arrivals
+                    .get(bucket(down_at)..bucket(back_at).min(arrivals.len()))
+                    .unwrap_or_default(),
+            ),
+            offered_peak_down: offered_peak_within(calls, down_at, back_at),
             peak_after: arrivals
                 .iter()
                 .skip(bucket(back_at))
@@ -136,8 +152,13 @@ fn smoothed_peak(buckets: &[u32]) -> f64 {
 
 /// The most calls made in one [`BUCKET`] from `from` on.
 fn offered_peak(calls: &[Call], from: Duration) -> u32 {
+    offered_peak_within(calls, from, Duration::MAX)
+}
+
+/// The most calls made in one [`BUCKET`] from `from` until `until`.
+fn offered_peak_within(calls: &[Call], from: Duration, until: Duration) -> u32 {
     let mut made = std::collections::HashMap::new();
-    for call in calls.iter().filter(|c| c.at >= from) {
+    for call in calls.iter().filter(|c| c.at >= from && c.at < until) {
         *made
             .entry(call.at.as_nanos() / BUCKET.as_nanos())
             .or_insert(0) += 1;
@@ -169,7 +190,7 @@ fn recovery(calls: &[Call], back_at: Duration, end: Duration) -> Option<Duration
 }
 
 /// The table's columns after the row's name: the two lines of their heading, and their width.
-const COLUMNS: [(&str, &str, usize); 12] = [
+const COLUMNS: [(&str, &str, usize); 14] = [
     ("attempts", "while down", 10),
     ("of no", "breaker", 7),
     ("trip", "at s", 6),
@@ -180,6 +201,8 @@ const COLUMNS: [(&str, &str, usize); 12] = [
     ("ok", "down", 6),
     ("ok", "all", 6),
     ("recover", "s", 7),
+    ("down peak", "/10ms", 9),
+    ("down/10ms", "over 100ms", 10),
     ("peak", "/10ms", 5),
     ("peak/10ms", "over 100ms", 10),
 ];
@@ -231,6 +254,8 @@ pub(super) fn table(lines: &[&Line<'_>]) -> String {
             percent(f.ok_down()),
             percent(f.ok_all()),
             secs(f.recover),
+            f.peak_down.to_string(),
+            format!("{:.1}", f.smoothed_peak_down),
             f.peak_after.to_string(),
             format!("{:.1}", f.smoothed_peak_after),
         ];
@@ -244,8 +269,8 @@ pub(super) fn table(lines: &[&Line<'_>]) -> String {
     if let Some(first) = lines.first() {
         let _ = writeln!(
             text,
-            "\nThe new calls alone, after the return: at most {} in 10 ms.",
-            first.figures.offered_peak_after
+            "\nThe new calls alone: at most {} in 10 ms while the host was down, {} after its return.",
+            first.figures.offered_peak_down, first.figures.offered_peak_after
         );
     }
     text += "Calls made while the host was down that failed, by why:\n";

@@ -1,5 +1,7 @@
 //! The account behind a [`RetryBudget`](super::RetryBudget): Finagle's sliding window of deposits and
-//! withdrawals, exact for any ratio, never overdrawn, and free of locks and clock reads on deposits.
+//! withdrawals, exact for any ratio, never overdrawn, and free of locks and clock reads on deposits;
+//! and the pace its retries are spent at, which never runs ahead of what the requests earn by more
+//! than one second's worth.
 
 use std::num::NonZeroU64;
 use std::sync::Mutex;
@@ -97,7 +99,10 @@ pub(crate) struct Account {
     slot: Duration,
     /// How many slots have begun since `origin`; moved along under `rotation`.
     epoch: AtomicU64,
-    balances: [AtomicI64; SLOTS],
+    /// What each slot's requests paid in, in units.
+    paid: [AtomicI64; SLOTS],
+    /// What each slot's retries took out, in units.
+    taken: [AtomicI64; SLOTS],
     deposits: AtomicU64,
     reserve: i64,
     deposit: i64,
@@ -106,10 +111,14 @@ pub(crate) struct Account {
     credit: AtomicI64,
     /// The starting credit's size, in units: one second of the floor.
     credit_size: i64,
-    /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract.
-    rotation: Mutex<()>,
+    /// Serialises the rare writers: moving the window, and withdrawals' check-and-subtract, which
+    /// the pace of spending is kept under.
+    rotation: Mutex<Pace>,
     /// The validated shape, as configured, for the accessors and `Debug`.
     pub(crate) shape: RetryBudgetBuilder,
+    /// Whether retries are spent at the pace they are earned ([`Pace`]); off only in the tests of
+    /// the window alone.
+    paced: bool,
 }
 
 impl Account {
@@ -124,14 +133,16 @@ impl Account {
             origin: Instant::now(),
             slot: shape.window / SLOTS as u32,
             epoch: AtomicU64::new(0),
-            balances: Default::default(),
+            paid: Default::default(),
+            taken: Default::default(),
             deposits: AtomicU64::new(0),
             reserve,
             deposit,
             credit: AtomicI64::new(credit_size),
             credit_size,
-            rotation: Mutex::new(()),
+            rotation: Mutex::new(Pace::default()),
             shape,
+            paced: true,
         }
     }
 
@@ -146,7 +157,7 @@ impl Account {
             self.rotate(Instant::now());
         }
         let epoch = self.epoch.load(Ordering::Relaxed);
-        self.balances[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
+        self.paid[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
     }
 
     /// Takes one retry of `kind` for a request to `host` of a call that started at `call_started`, if
@@ -157,7 +168,7 @@ impl Account {
         host: Option<Host>,
         call_started: Instant,
     ) -> Option<Withdrawal> {
-        let _guard = self.lock();
+        let mut pace = self.lock();
         let now = Instant::now();
         let epoch = self.rotate(now);
         let (reserve, times) = match kind {
@@ -165,24 +176,27 @@ impl Account {
             RetryKind::Timeout => (0, TIMEOUT_COST),
         };
         let cost = RETRY_COST * i64::from(times);
-        let balance = self
-            .balances
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .fold(reserve, i64::saturating_add);
+        let paid = sum(&self.paid, 0..SLOTS as u64, epoch);
+        let balance =
+            reserve
+                .saturating_add(paid)
+                .saturating_sub(sum(&self.taken, 0..SLOTS as u64, epoch));
         let affordable = match kind {
             RetryKind::Plain => balance >= cost,
             RetryKind::Timeout => {
-                let recent = (0..RECENT_SLOTS)
-                    .map(|k| self.balances[slot_of(epoch.wrapping_sub(k))].load(Ordering::Relaxed))
-                    .fold(0, i64::saturating_add);
+                let recent = sum(&self.paid, 0..RECENT_SLOTS, epoch).saturating_sub(sum(
+                    &self.taken,
+                    0..RECENT_SLOTS,
+                    epoch,
+                ));
                 balance >= cost && recent >= cost
             }
         };
-        if affordable {
-            self.balances[slot_of(epoch)].fetch_sub(cost, Ordering::Relaxed);
+        if affordable && (!self.paced || self.pace(&mut pace, epoch, now, cost, balance)) {
+            self.taken[slot_of(epoch)].fetch_add(cost, Ordering::Relaxed);
             return Some(Withdrawal::new(Source::Slot(epoch), times));
         }
+        drop(pace);
         // A call of the account's first window has no deposits to be judged by: its timeout may
         // spend the starting credit, the host's (kept by the process, whatever the policies sending
         // to it), or, for a request without a host, the account's own.
@@ -204,10 +218,32 @@ impl Account {
         }
     }
 
+    /// Whether `cost` units may be spent at `now`, at the pace the requests earn them, and if so,
+    /// spends them from the pace's bucket: refilled with what each request pays in as it comes and
+    /// the floor as time goes, it holds at most the floor's whole window and what the requests of
+    /// the window's busiest two slots paid in (at least one timeout's cost), and never more than the
+    /// window allows (`balance`): what the window held back is earned anew, not banked for its
+    /// release.
+    fn pace(&self, pace: &mut Pace, epoch: u64, now: Instant, cost: i64, balance: i64) -> bool {
+        let busiest = (0..SLOTS as u64)
+            .map(|k| sum(&self.paid, k..k + 2, epoch))
+            .max()
+            .unwrap_or(0);
+        let capacity = self
+            .reserve
+            .saturating_add(busiest)
+            .max(RETRY_COST * i64::from(TIMEOUT_COST));
+        let deposits = self.deposits.load(Ordering::Relaxed);
+        let floor = i64::from(self.shape.min_per_second).saturating_mul(RETRY_COST);
+        pace.refill(now, deposits, self.deposit, floor, capacity);
+        pace.ready = pace.ready.min(balance.max(0));
+        pace.spend(cost)
+    }
+
     /// Gives back a withdrawal in the slot it was taken from. A withdrawal that has already expired with
     /// the window has nothing left to give back.
     pub(crate) fn refund(&self, withdrawal: Withdrawal) {
-        let _guard = self.lock();
+        let mut pace = self.lock();
         let (source, times) = withdrawal.parts();
         let cost = RETRY_COST * i64::from(times);
         let epoch = match source {
@@ -223,13 +259,15 @@ impl Account {
         };
         let current = self.rotate(Instant::now());
         if current - epoch < SLOTS as u64 {
-            self.balances[slot_of(epoch)]
-                .fetch_add(RETRY_COST * i64::from(times), Ordering::Relaxed);
+            self.taken[slot_of(epoch)].fetch_sub(cost, Ordering::Relaxed);
+            if self.paced {
+                pace.give_back(cost);
+            }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pace> {
+        // The pace is one number and an instant: a panic elsewhere cannot leave it inconsistent.
         self.rotation
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -244,12 +282,76 @@ impl Account {
         if target > current {
             let expired = (target - current).min(SLOTS as u64);
             for k in 0..expired {
-                self.balances[slot_of(target - k)].store(0, Ordering::Relaxed);
+                self.paid[slot_of(target - k)].store(0, Ordering::Relaxed);
+                self.taken[slot_of(target - k)].store(0, Ordering::Relaxed);
             }
             self.epoch.store(target, Ordering::Relaxed);
         }
         target.max(current)
     }
+}
+
+/// The pace retries are spent at: a bucket of what may be spent now, refilled with what the requests
+/// earn as they earn it (each its deposit, and the floor as time goes), holding at most the floor's
+/// whole window (spendable at once, as a client sending few requests needs) and what the requests of
+/// the window's busiest two slots paid in (a burst of requests failing together retries its share at
+/// once, a quiet client what its few requests banked), never the whole window of a busy client.
+///
+/// The window bounds how much is spent; the bucket, how fast. Without it, the allowance the window
+/// banked over a calm spell is spent in the first moments of an outage, and comes back in one burst
+/// a window later, when those withdrawals expire: an echo of the outage's first moments every window
+/// (2 900 retries in one second, every 10 s, in the dead-host herd). Spent no faster than it is
+/// earned, it comes back as smoothly as it goes.
+#[derive(Debug, Default)]
+struct Pace {
+    /// Units that may be spent now.
+    ready: i64,
+    /// When `ready` was last refilled; `None` before the first withdrawal (the bucket starts full).
+    at: Option<Instant>,
+    /// The account's deposits counted into `ready` so far.
+    deposits: u64,
+}
+
+impl Pace {
+    /// Refills the bucket at `now`, with `deposits` (the account's count) of `deposit` units each
+    /// and `floor` units a second, up to `capacity`.
+    fn refill(&mut self, now: Instant, deposits: u64, deposit: i64, floor: i64, capacity: i64) {
+        let ready = match self.at {
+            None => capacity,
+            Some(at) => {
+                let new = i64::try_from(deposits.wrapping_sub(self.deposits)).unwrap_or(i64::MAX);
+                let elapsed = now.saturating_duration_since(at).as_secs_f64();
+                self.ready
+                    .saturating_add(new.saturating_mul(deposit))
+                    .saturating_add((floor as f64 * elapsed) as i64)
+            }
+        };
+        self.ready = ready.min(capacity);
+        self.at = Some(now);
+        self.deposits = deposits;
+    }
+
+    /// Spends `cost` units, if the bucket has them.
+    fn spend(&mut self, cost: i64) -> bool {
+        if self.ready < cost {
+            return false;
+        }
+        self.ready -= cost;
+        true
+    }
+
+    /// A withdrawal never spent comes back.
+    fn give_back(&mut self, cost: i64) {
+        self.ready = self.ready.saturating_add(cost);
+    }
+}
+
+/// The sum of `slots` over the slots `back` slots before `epoch`'s (0: `epoch`'s own), none before
+/// the first.
+fn sum(slots: &[AtomicI64; SLOTS], back: std::ops::Range<u64>, epoch: u64) -> i64 {
+    back.filter_map(|k| epoch.checked_sub(k))
+        .map(|epoch| slots[slot_of(epoch)].load(Ordering::Relaxed))
+        .fold(0, i64::saturating_add)
 }
 
 impl crate::guards::hosts::Idle for Account {
@@ -284,6 +386,29 @@ mod tests {
             .window(Duration::from_secs(window_secs))
             .build()
             .unwrap()
+    }
+
+    /// An account of that shape whose retries are not paced: the window alone.
+    fn window(ratio: f64, min_per_second: u32, window_secs: u64) -> Account {
+        let shape = RetryBudget::builder()
+            .ratio(ratio)
+            .min_per_second(min_per_second)
+            .window(Duration::from_secs(window_secs));
+        Account {
+            paced: false,
+            ..Account::new(shape)
+        }
+    }
+
+    fn drain_window(account: &Account) -> u32 {
+        let mut granted = 0;
+        while account
+            .withdraw(RetryKind::Plain, None, Instant::now())
+            .is_some()
+        {
+            granted += 1;
+        }
+        granted
     }
 
     fn drain(budget: &RetryBudget) -> u32 {
@@ -332,7 +457,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn deposits_and_withdrawals_expire_with_the_window() {
-        let b = budget(1.0, 0, 10);
+        let b = window(1.0, 0, 10);
         let batch = CLOCK_EVERY as u32;
         for _ in 0..batch {
             b.deposit();
@@ -343,19 +468,61 @@ mod tests {
         }
         // At 10.5 s the first batch has expired and the second has not.
         tokio::time::advance(Duration::from_millis(5500)).await;
-        assert_eq!(drain(&b), batch);
+        assert_eq!(drain_window(&b), batch);
         // At 15.5 s the second batch has expired too, but the withdrawals made at 10.5 s still count.
         tokio::time::advance(Duration::from_secs(5)).await;
         for _ in 0..batch {
             b.deposit();
         }
-        assert_eq!(drain(&b), 0);
+        assert_eq!(drain_window(&b), 0);
         // At 25.5 s everything has expired.
         tokio::time::advance(Duration::from_secs(10)).await;
         for _ in 0..batch {
             b.deposit();
         }
-        assert_eq!(drain(&b), batch);
+        assert_eq!(drain_window(&b), batch);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_allowance_banked_in_a_calm_spell_is_spent_at_the_rate_it_is_earned() {
+        // 100 requests a second for 10 s, and no failure: the window holds 20 % of 1 000 requests,
+        // 200 retries, beside a floor of 10 a second (100 over the window).
+        let b = budget(0.2, 10, 10);
+        for _ in 0..100 {
+            for _ in 0..10 {
+                b.deposit();
+            }
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        // The outage: at once, the floor's window and the share of the busiest two seconds' requests
+        // (100 + 40, give or take the last 63 requests, which land in the slot of the last clock
+        // reading), not the 300 the window holds.
+        let at_once = drain(&b);
+        assert!((100..=160).contains(&at_once), "{at_once}");
+        // Then what the requests earn, as they earn it: 100 a second pay in 20, the floor 10.
+        let mut per_second = Vec::new();
+        for _ in 0..20 {
+            let mut granted = 0;
+            for _ in 0..10 {
+                for _ in 0..10 {
+                    b.deposit();
+                }
+                tokio::time::advance(Duration::from_millis(100)).await;
+                granted += drain(&b);
+            }
+            per_second.push(granted);
+        }
+        // Never a burst as the first withdrawals expire, 10 s later: the allowance comes back as it
+        // is earned, 30 a second, once the window has been paid back for the first moments' share
+        // (seconds 6 to 9 of the outage, while the window's bound holds).
+        assert!(per_second.iter().all(|&n| n <= 32), "{per_second:?}");
+        assert!(
+            per_second[10..].iter().all(|&n| (28..=32).contains(&n)),
+            "{per_second:?}"
+        );
+        // The window's bound holds throughout: over any 10 s, at most 300.
+        let first_ten: u32 = at_once + per_second[..9].iter().sum::<u32>();
+        assert!(first_ten <= 300, "{first_ten}");
     }
 
     #[tokio::test(start_paused = true)]
