@@ -72,7 +72,7 @@ where
     loop {
         {
             let mut attempt = pin!(operation());
-            let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx)).await;
+            let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx, || None)).await;
             let judged = match &answered {
                 AttemptEnd::Answered(result) => Attempt::new(classify(result)),
                 AttemptEnd::TimedOut | AttemptEnd::Deadline => Attempt::timed_out(true),

@@ -306,6 +306,11 @@ impl Attempt {
         self
     }
 
+    /// Whether the attempt was answered by its host (a response of any status).
+    pub(crate) const fn is_answered(&self) -> bool {
+        self.answered
+    }
+
     /// What the answer tells the host's cooldown, as the HTTP adapters read it.
     pub(crate) const fn signal(mut self, signal: HostSignal) -> Self {
         self.signal = signal;

@@ -23,6 +23,7 @@ use crate::engine::state::RetryState;
 use crate::error::{Elapsed, Error};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::replay::{Judge, Replay, Sent};
+use tokio::time::Instant;
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -44,13 +45,29 @@ enum Phase {
     /// An attempt is starting; its time limit is set if it has to wait.
     Idle,
     /// An attempt is waiting, under this limit (`None`: no limit), a limit of the caller's own
-    /// (`true`) or the policy's.
-    Attempt(Option<(TimeLimit, bool)>),
+    /// (`true`) or the policy's; and where the breaker's check of its silence is.
+    Attempt(Option<(TimeLimit, bool)>, Silence),
     /// Waiting before a retry.
     Pause(Pause),
     /// The pause is over; the inner service is getting ready, with the deadline's timer set or not.
     Ready(DeadlineTimer),
 }
+
+/// The breaker's check of an attempt's silence: the timer first fires when the attempt has gone
+/// unanswered long past what its host takes, which counts as the host's failure, and is then set to
+/// the attempt's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Silence {
+    /// No check: no breaker, the host's round trip not known, or the limit comes first.
+    None,
+    /// The timer is set for it.
+    Due,
+    /// Counted: the timer is set to the limit.
+    Counted,
+}
+
+/// [`Call::since`] when no attempt has waited.
+const NOT_WAITING: u32 = u32::MAX;
 
 /// How a pause is waited out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +114,10 @@ pub(crate) struct Call<Res, E> {
     /// response (where the protocol keeps it, `.1`); boxed, so that it costs the future of a request
     /// that never retries one pointer.
     last: Option<Box<(Result<Res, E>, bool)>>,
+    /// When the attempt in flight started to wait, in microseconds from the call's start
+    /// ([`NOT_WAITING`]: it has not waited): its answer's time teaches the breaker what its host
+    /// takes. A word, where an `Instant` would take two more in every request's future.
+    since: u32,
 }
 
 impl<Res, E> Call<Res, E> {
@@ -110,6 +131,7 @@ impl<Res, E> Call<Res, E> {
             timer: Timer::default(),
             phase: Phase::Idle,
             last: None,
+            since: NOT_WAITING,
         }
     }
 
@@ -184,38 +206,78 @@ impl<Res, E> Call<Res, E> {
 
     /// Polls the attempt in flight. Its time limit — the earlier of `attempt_timeout` and the deadline —
     /// is set only when it first has to wait: an attempt answered at its first poll costs no timer and no
-    /// clock read.
+    /// clock read. `view` is the request's, asked for only once the attempt waits.
     #[inline]
-    pub(crate) fn poll_attempt<F: Future + ?Sized>(
+    pub(crate) fn poll_attempt<'v, F: Future + ?Sized>(
         &mut self,
         attempt: Pin<&mut F>,
         cx: &mut Context<'_>,
+        view: impl Fn() -> Option<RequestView<'v>>,
     ) -> Poll<AttemptEnd<F::Output>> {
         if let Poll::Ready(output) = attempt.poll(cx) {
             self.phase = Phase::Idle;
             return Poll::Ready(AttemptEnd::Answered(output));
         }
-        self.poll_limit(cx)
+        self.poll_limit(cx, view)
     }
 
     /// While the attempt in flight (or a hedged pair of attempts) has not answered: ready with the limit
-    /// that ended it, once one does. Sets the limit the first time.
-    pub(crate) fn poll_limit<T>(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEnd<T>> {
-        let limit = match self.phase {
-            Phase::Attempt(limit) => limit,
+    /// that ended it, once one does. Sets the limit the first time, and the breaker's check of the
+    /// attempt's silence, which counts its host's failure when it comes first.
+    pub(crate) fn poll_limit<'v, T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        view: impl Fn() -> Option<RequestView<'v>>,
+    ) -> Poll<AttemptEnd<T>> {
+        let (mut limit, mut silence) = match self.phase {
+            Phase::Attempt(limit, silence) => (limit, silence),
             _ => {
-                let limit = self.retry.attempt_limit().map(|(at, limit, own)| {
-                    self.timer.set(at);
-                    (limit, own)
-                });
-                self.phase = Phase::Attempt(limit);
-                limit
+                let now = Instant::now();
+                let limits = self.retry.attempt_limits(view().as_ref(), now);
+                self.since = self.retry.offset(now).unwrap_or(NOT_WAITING);
+                let silence = match (limits.silence, limits.cut) {
+                    (Some(at), _) => {
+                        self.timer.set(at);
+                        Silence::Due
+                    }
+                    (None, Some((at, ..))) => {
+                        self.timer.set(at);
+                        Silence::None
+                    }
+                    (None, None) => Silence::None,
+                };
+                let limit = limits.cut.map(|(_, limit, own)| (limit, own));
+                self.phase = Phase::Attempt(limit, silence);
+                (limit, silence)
             }
         };
+        loop {
+            if limit.is_none() && silence != Silence::Due {
+                return Poll::Pending;
+            }
+            ready!(self.timer.poll(cx));
+            if silence != Silence::Due {
+                break;
+            }
+            // Silent long past what its host takes: the host's failure, now; then the attempt's
+            // own limit, from when it started.
+            let view = view();
+            self.retry.count_silence(view.as_ref());
+            silence = Silence::Counted;
+            let start = self
+                .retry
+                .at_offset(self.since)
+                .unwrap_or_else(Instant::now);
+            let cut = self.retry.attempt_limits(view.as_ref(), start).cut;
+            limit = cut.map(|(_, limit, own)| (limit, own));
+            if let Some((at, ..)) = cut {
+                self.timer.set(at);
+            }
+            self.phase = Phase::Attempt(limit, silence);
+        }
         let Some((limit, own)) = limit else {
             return Poll::Pending;
         };
-        ready!(self.timer.poll(cx));
         self.phase = Phase::Idle;
         if own {
             // Cut by the caller's own limit: what it says of the host is nothing.
@@ -225,6 +287,16 @@ impl<Res, E> Call<Res, E> {
             TimeLimit::Attempt => AttemptEnd::TimedOut,
             TimeLimit::Deadline => AttemptEnd::Deadline,
         })
+    }
+
+    /// How long the attempt just answered waited, if it waited, from when it first did; and the
+    /// call forgets it.
+    fn waited(&mut self) -> Option<Duration> {
+        let since = std::mem::replace(&mut self.since, NOT_WAITING);
+        if since == NOT_WAITING {
+            return None;
+        }
+        Some(self.retry.at_offset(since)?.elapsed())
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -271,6 +343,16 @@ impl<Res, E> Call<Res, E> {
         let policy = self.retry.policy();
         let attempt = judge_attempt(replay, policy, held.sent(), &answered);
         let view = replay.view(held.sent());
+        // What the host took to answer, when the attempt had to wait: the breaker learns from it
+        // how long a silence of the host's is a failure. Not from a hedged race, whose answer may
+        // be the hedge's, sent later.
+        let waited = self.waited();
+        if let (Some(took), AttemptEnd::Answered(_)) = (waited, &answered)
+            && attempt.is_answered()
+            && self.retry.hedges() == 0
+        {
+            self.retry.sample_latency(view.as_ref(), took);
+        }
         if matches!(held, Held::Kept(_)) {
             return ControlFlow::Break(self.decide_last(attempt, answered, view.as_ref()));
         }
@@ -291,6 +373,7 @@ impl<Res, E> Call<Res, E> {
         view: Option<&RequestView<'_>>,
         keep_last: bool,
     ) -> ControlFlow<Final<Res, E>> {
+        self.since = NOT_WAITING;
         let result = match answered {
             AttemptEnd::Answered(result) => Some(result),
             AttemptEnd::TimedOut => None,
@@ -356,7 +439,7 @@ impl<Res, E> Call<Res, E> {
                     return Poll::Pending;
                 }
             }
-            Phase::Idle | Phase::Attempt(_) | Phase::Ready(_) => return Poll::Ready(()),
+            Phase::Idle | Phase::Attempt(..) | Phase::Ready(_) => return Poll::Ready(()),
         }
         self.phase = Phase::Ready(DeadlineTimer::Unset);
         Poll::Ready(())

@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::attempt::ResendCount;
+use crate::classify::RequestView;
 use crate::drive::call::{AttemptEnd, Call};
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
@@ -123,7 +124,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
         First: Future<Output = F::Output> + ?Sized,
     {
         let (Some(race), Some(hedge_after)) = (&mut self.race, call.retry().hedge_after()) else {
-            return call.poll_attempt(first, cx);
+            return call.poll_attempt(first, cx, || racers.view());
         };
         loop {
             if !matches!(race.runners, Runners::HedgeOnly(_))
@@ -172,7 +173,7 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
                     }
                 }
             }
-            let limit = std::task::ready!(call.poll_limit(cx));
+            let limit = std::task::ready!(call.poll_limit(cx, || racers.view()));
             // Both attempts are cut: the one the limit is judged for, and the other, dropped.
             if matches!(race.runners, Runners::Both(_)) {
                 call.retry_mut().count_cancelled();
@@ -185,6 +186,9 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
 
 /// What the race needs of an adapter: to judge an answer, and to send the hedge.
 pub(crate) trait Racers<Res, E, F: Future + ?Sized, C> {
+    /// The request's view, for the time limits of the attempt in flight.
+    fn view(&self) -> Option<RequestView<'_>>;
+
     /// Judges an answer that came while the other attempt still runs: `true` if it is a failure worth
     /// retrying, recorded as an attempt made, and then dropped.
     fn set_aside(&mut self, call: &mut Call<Res, E>, output: &F::Output) -> bool;
@@ -239,6 +243,10 @@ where
     Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
     S: FnMut(Req, &mut C, Option<ResendCount>) -> Option<Pin<Box<F>>>,
 {
+    fn view(&self) -> Option<RequestView<'_>> {
+        self.replay.view(self.held.sent())
+    }
+
     fn set_aside(&mut self, call: &mut Call<Res, E>, output: &Result<Res, E>) -> bool {
         let attempt = self
             .replay

@@ -14,6 +14,15 @@ use crate::engine::policy::RetryPolicy;
 use crate::engine::schedules::Schedules;
 use crate::engine::state::RetryState;
 
+/// The time limits of one attempt ([`RetryState::attempt_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// When the attempt is cut, by which limit, and whether it is a limit of the caller's own.
+    pub(crate) cut: Option<(Instant, TimeLimit, bool)>,
+    /// When its silence counts as its host's failure, if that comes before the cut.
+    pub(crate) silence: Option<Instant>,
+}
+
 impl RetryState {
     /// Gives this call the settings `overrides` names, in place of its policy's: its deadline,
     /// `max_retries`, attempt timeout, hedging and idempotency. The guards the policy's clones share
@@ -77,37 +86,67 @@ impl RetryState {
         self.overrides().and_then(Overrides::idempotent)
     }
 
-    /// When the attempt about to wait must end, which limit that is, and whether it is a limit of
-    /// the caller's own, tighter than the policy's (a request's `Overrides`, a gRPC caller's
-    /// deadline): the earlier of `attempt_timeout` from now and the deadline. Starts the deadline's
-    /// clock if it has not started. `None` without either limit (or with limits beyond what an
-    /// `Instant` can hold).
-    pub(crate) fn attempt_limit(&mut self) -> Option<(Instant, TimeLimit, bool)> {
-        let now = Instant::now();
+    /// The time limits of an attempt of `request` that started waiting at `start`: when it is cut,
+    /// by which limit, and whether that is a limit of the caller's own, tighter than the policy's (a
+    /// request's `Overrides`, a gRPC caller's deadline) — the earlier of `attempt_timeout` from
+    /// `start` and the deadline, or, for a probe of a down host, the breaker's shorter wait; and
+    /// when, before that, its silence counts as its host's failure. Starts the deadline's clock at
+    /// `start` if it has not started.
+    pub(crate) fn attempt_limits(
+        &mut self,
+        request: Option<&RequestView<'_>>,
+        start: Instant,
+    ) -> Limits {
         // The call's start, which the budget asks when it pays for a timeout, is known from here on
         // even without a deadline.
-        let started = *self.started.get_or_insert(now);
+        let started = *self.started.get_or_insert(start);
         let attempt = self
             .attempt_timeout()
-            .and_then(|timeout| now.checked_add(timeout));
-        let (at, limit) = match (attempt, self.deadline()) {
-            (Some(attempt), Some(deadline)) if attempt < deadline => (attempt, TimeLimit::Attempt),
-            (_, Some(deadline)) => (deadline, TimeLimit::Deadline),
-            (Some(attempt), None) => (attempt, TimeLimit::Attempt),
-            (None, None) => return None,
+            .and_then(|timeout| start.checked_add(timeout));
+        let deadline = self.max_elapsed().and_then(|max| started.checked_add(max));
+        let mut cut = match (attempt, deadline) {
+            (Some(attempt), Some(deadline)) if attempt < deadline => {
+                Some((attempt, TimeLimit::Attempt, false))
+            }
+            (_, Some(deadline)) => Some((deadline, TimeLimit::Deadline, false)),
+            (Some(attempt), None) => Some((attempt, TimeLimit::Attempt, false)),
+            (None, None) => None,
         };
         // What the policy alone would have set: an attempt cut before it says nothing of the host.
         let s = &self.policy.shared.settings;
         let policy_attempt = s
             .attempt_timeout
-            .and_then(|timeout| now.checked_add(timeout));
+            .and_then(|timeout| start.checked_add(timeout));
         let policy_deadline = s.max_elapsed.and_then(|max| started.checked_add(max));
         let policy = match (policy_attempt, policy_deadline) {
             (Some(attempt), Some(deadline)) => Some(attempt.min(deadline)),
             (attempt, deadline) => attempt.or(deadline),
         };
-        let own = policy.is_none_or(|policy| at < policy);
-        Some((at, limit, own))
+        if let Some((at, _, own)) = &mut cut {
+            *own = policy.is_none_or(|policy| *at < policy);
+        }
+        let (silence, probe) = self.breaker_limits(request, start);
+        if let Some(probe) = probe
+            && cut.is_none_or(|(at, ..)| probe < at)
+        {
+            // The breaker's own wait for a probe: its end is the probe's failure.
+            cut = Some((probe, TimeLimit::Attempt, false));
+        }
+        let silence = silence.filter(|silence| cut.is_none_or(|(at, ..)| *silence < at));
+        Limits { cut, silence }
+    }
+
+    /// How long after the call's start `at` is, in microseconds, for an adapter to keep in a word:
+    /// `None` past what a `u32` holds (71 minutes), or before the call's clock has started.
+    pub(crate) fn offset(&self, at: Instant) -> Option<u32> {
+        let since = at.checked_duration_since(self.started?)?;
+        u32::try_from(since.as_micros()).ok()
+    }
+
+    /// The instant `offset` microseconds after the call's start.
+    pub(crate) fn at_offset(&self, offset: u32) -> Option<Instant> {
+        self.started?
+            .checked_add(Duration::from_micros(u64::from(offset)))
     }
 
     /// How long the next attempt may take: the earlier of `attempt_timeout` and what is left before the

@@ -21,6 +21,7 @@ use crate::error::Rejected;
 use crate::guards::budget::{Account, RetryKind, Withdrawal};
 use crate::guards::host_state::HostStates;
 use crate::guards::hosts::Host;
+use crate::guards::latency::Latencies;
 use crate::guards::throttle::Throttles;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::observe::{log, metrics};
@@ -36,6 +37,8 @@ pub(crate) struct Guards {
     /// The pauses hosts asked for, when `host_cooldown` is on, and their health, with a breaker.
     hosts: Option<HostStates>,
     breaker: Option<Breaker>,
+    /// What each host takes to answer, with a breaker: how long before its silence is a failure.
+    latencies: Option<Latencies>,
     /// Each host's adaptive throttle, when `adaptive_throttle` is on.
     pub(super) throttles: Option<Throttles>,
     streams: StreamSource,
@@ -55,6 +58,7 @@ impl Guards {
             hosts: (host_cooldown || breaker.is_some())
                 .then(|| HostStates::new(host_cooldown, breaker.as_ref().map(rules), seed)),
             breaker,
+            latencies: breaker.map(|_| Latencies::default()),
             throttles: throttle.map(|(k, window)| Throttles::new(k, window)),
             streams: StreamSource::new(seed),
         }
@@ -75,6 +79,11 @@ impl Guards {
     /// The hosts' states, when the policy keeps them.
     pub(crate) fn hosts(&self) -> Option<&HostStates> {
         self.hosts.as_ref()
+    }
+
+    /// The hosts' round trips, with a breaker.
+    pub(crate) fn latencies(&self) -> Option<&Latencies> {
+        self.latencies.as_ref()
     }
 
     pub(crate) fn adaptive_throttle(&self) -> Option<f64> {

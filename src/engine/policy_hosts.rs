@@ -280,6 +280,76 @@ impl RetryState {
         }
     }
 
+    /// What the breaker sets of the time limits of an attempt of `request` that started waiting at
+    /// `start`: when its silence becomes its host's failure (eight round trips of the host, and at
+    /// least 400 ms), and, for a probe of a down host, when the probe gives up (eight round trips,
+    /// and at least 20 ms; every fourth probe waits the attempt's own limit). `None` for either
+    /// without a breaker, without a host, or while the host's round trip is not known.
+    pub(crate) fn breaker_limits(
+        &self,
+        request: Option<&RequestView<'_>>,
+        start: Instant,
+    ) -> (Option<Instant>, Option<Instant>) {
+        let Some(latencies) = self.policy.shared.guards.latencies() else {
+            return (None, None);
+        };
+        let Some(host) = request.and_then(Host::of) else {
+            return (None, None);
+        };
+        let probe = (self.delays.as_ref())
+            .and_then(|d| d.hosts.down)
+            .filter(|ticket| ticket.is_probe())
+            .and_then(|ticket| latencies.probe(host, ticket.probe_number()))
+            .and_then(|wait| start.checked_add(wait));
+        let silence = latencies
+            .silence(host)
+            .and_then(|silence| start.checked_add(silence));
+        (silence, probe)
+    }
+
+    /// The attempt in flight has gone unanswered long past what its host takes: its silence is the
+    /// host's failure, now; its end, whatever it is, says nothing more of the host but an answer.
+    pub(crate) fn count_silence(&mut self, request: Option<&RequestView<'_>>) {
+        if self.silence_counted || self.policy.shared.guards.breaker().is_none() {
+            return;
+        }
+        self.silence_counted = true;
+        let Some(hosts) = self.policy.shared.guards.hosts() else {
+            return;
+        };
+        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+            return;
+        };
+        let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
+        let names = || {
+            let path = view.path().unwrap_or("/");
+            (Some(host_state::name_of(view)), Some(path.into()))
+        };
+        let change = hosts.observe(
+            place,
+            names,
+            crate::attempt::HostSignal::Nothing,
+            Evidence::HostSilent,
+            Instant::now(),
+            &mut tickets,
+        );
+        if let Some(delays) = &mut self.delays {
+            delays.hosts = tickets;
+        }
+        report_change(request, change);
+    }
+
+    /// Learns that an attempt of `request` was answered after `took`, for the breaker's judgement of
+    /// its host's silence.
+    pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
+        if let (Some(latencies), Some(host)) = (
+            self.policy.shared.guards.latencies(),
+            request.and_then(Host::of),
+        ) {
+            latencies.sample(host, took);
+        }
+    }
+
     /// Records, for the breaker, an attempt the deadline cut before it was answered: a failure of
     /// the host, unless the deadline was the caller's own.
     pub(super) fn record_unanswered(&mut self, request: Option<&RequestView<'_>>) {
@@ -323,10 +393,11 @@ impl RetryState {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return;
         };
-        let evidence = if self.cut_by_caller {
-            Evidence::Nothing
-        } else {
-            evidence(attempt)
+        let evidence = match evidence(attempt) {
+            // A silence counted already, or a limit of the caller's own: only an answer says more.
+            Evidence::Answered => Evidence::Answered,
+            _ if self.cut_by_caller || self.silence_counted => Evidence::Nothing,
+            evidence => evidence,
         };
         let fails = evidence != Evidence::Nothing
             && evidence != Evidence::Answered

@@ -76,6 +76,9 @@ pub struct RetryState {
     /// policy's (a request's `Overrides`, a gRPC caller's deadline): it says nothing of the host,
     /// and moves no guard the policy's requests share.
     pub(super) cut_by_caller: bool,
+    /// The attempt in flight went silent long past what its host takes, which counted as the
+    /// host's failure then: its end says nothing more of the host, but an answer.
+    pub(super) silence_counted: bool,
 }
 
 impl RetryPolicy {
@@ -131,6 +134,7 @@ impl Clone for RetryState {
             slept: self.slept,
             stop: self.stop,
             cut_by_caller: self.cut_by_caller,
+            silence_counted: self.silence_counted,
         }
     }
 }
@@ -169,6 +173,7 @@ impl RetryState {
             slept: 0,
             stop: None,
             cut_by_caller: false,
+            silence_counted: false,
         }
     }
 
@@ -218,6 +223,11 @@ impl RetryState {
         self.stop.is_none()
             && self.counted() < self.max_retries()
             && self.remaining() != Some(Duration::ZERO)
+    }
+
+    /// Hedged attempts started so far.
+    pub(crate) const fn hedges(&self) -> u32 {
+        self.hedges
     }
 
     /// The attempts `max_retries` counts: all but a transparent one.
@@ -298,6 +308,7 @@ impl RetryState {
         self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
         self.cut_by_caller = false;
+        self.silence_counted = false;
         if attempt.outcome.is_retryable() {
             self.add_set_aside(&mut attempt);
         }
@@ -373,6 +384,7 @@ impl RetryState {
         self.count_transparent(&mut attempt);
         self.record_response(&attempt, request);
         self.cut_by_caller = false;
+        self.silence_counted = false;
         let reason = self
             .stop_before_delay(&attempt.replayable(false))
             .unwrap_or(StopReason::NotReplayable);
@@ -451,6 +463,7 @@ impl RetryState {
         }
         self.record_unanswered(request);
         self.cut_by_caller = false;
+        self.silence_counted = false;
         self.stop(StopReason::Deadline, Some(Reason::Timeout), request);
     }
 

@@ -149,6 +149,12 @@ impl<T: Idle> HostMap<T> {
         Arc::clone(table.hosts.entry(host).or_insert_with(|| Arc::new(make())))
     }
 
+    /// The entry of `host`, if it has one: none is made. A read lock.
+    pub(crate) fn find(&self, host: Option<Host>) -> Option<Arc<T>> {
+        let table = self.map.read().unwrap_or_else(|e| e.into_inner());
+        table.hosts.get(&host).map(Arc::clone)
+    }
+
     /// How many hosts the map holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

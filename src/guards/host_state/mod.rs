@@ -121,6 +121,9 @@ pub(crate) enum Evidence {
     /// No answer: refused, reset, not resolved, timed out by the policy's own limit. The host's
     /// failure.
     HostFailed,
+    /// No answer yet, long past what the host takes to answer: the host's failure, unless its answer
+    /// still comes.
+    HostSilent,
 }
 
 impl Evidence {
@@ -132,12 +135,16 @@ impl Evidence {
             (Self::RouteFailed, Some(route)) => (Health::Gateway(route), Health::Failed),
             (Self::RouteFailed, None) => (Health::Failed, Health::Nothing),
             (Self::HostFailed, _) => (Health::Failed, Health::Nothing),
+            (Self::HostSilent, _) => (Health::Silent, Health::Nothing),
         }
     }
 
     /// Whether it can put an entry into the table.
     fn fails(self) -> bool {
-        matches!(self, Self::RouteFailed | Self::HostFailed)
+        matches!(
+            self,
+            Self::RouteFailed | Self::HostFailed | Self::HostSilent
+        )
     }
 }
 
