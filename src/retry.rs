@@ -66,8 +66,16 @@ where
     // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
     // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
     let mut call = Call::new(policy.start_unclocked());
-    if let Start::End(result) = call.start(|| None) {
-        return result;
+    match call.start(|| None) {
+        Start::Now => {}
+        Start::End(result) => return result,
+        // A refusal waited out (`backoff_on_refusal`): its result comes from `begin`.
+        Start::AfterPause => {
+            poll_fn(|cx| call.poll_pause(cx)).await;
+            if let Err(result) = call.begin(None) {
+                return result;
+            }
+        }
     }
     loop {
         {

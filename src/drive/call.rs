@@ -51,6 +51,8 @@ enum Phase {
     Pause(Pause),
     /// The pause is over; the inner service is getting ready, with the deadline's timer set or not.
     Ready(DeadlineTimer),
+    /// The call ended, a guard having refused it, and waited out its delay: its result is kept.
+    Ended,
 }
 
 /// The breaker's check of an attempt's silence: the timer first fires when the attempt has gone
@@ -79,6 +81,9 @@ enum Pause {
     /// Held for a down host: on the timer (its next probe, the hold's end, the deadline), or until
     /// the host is back, whichever comes first.
     Held,
+    /// A guard refused the call, which waits the delay its retry would have waited before it ends
+    /// (`backoff_on_refusal`), with its result kept.
+    Linger,
 }
 
 /// Whether the timer watches the deadline while the inner service gets ready for a retry.
@@ -89,6 +94,24 @@ enum DeadlineTimer {
     /// Set (only the tower layer waits for its inner service's readiness).
     #[cfg(feature = "tower")]
     Set,
+}
+
+/// What a call keeps of its results between its attempts.
+enum Kept<Res, E> {
+    /// The last attempt's result while a retry of it is due, and whether a deadline passing hands
+    /// it back (where the protocol keeps it).
+    Last(Result<Res, E>, bool),
+    /// The call's result, a guard having refused it, once its delay has been waited out.
+    Final(Final<Res, E>),
+}
+
+impl<Res, E> std::fmt::Debug for Kept<Res, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Last(..) => "Last",
+            Self::Final(_) => "Final",
+        })
+    }
 }
 
 /// How a call begins, as [`Call::start`] says before its first attempt.
@@ -112,8 +135,8 @@ pub(crate) struct Call<Res, E> {
     /// before the retry is sent (its host found down, a pause past the limits) ends it with what it
     /// has, the answer or the error, and a deadline passing during a later attempt with the last
     /// response (where the protocol keeps it, `.1`); boxed, so that it costs the future of a request
-    /// that never retries one pointer.
-    last: Option<Box<(Result<Res, E>, bool)>>,
+    /// that never retries one pointer. Or the call's result, kept while it waits out a refusal.
+    last: Option<Box<Kept<Res, E>>>,
     /// When the attempt in flight started to wait, in microseconds from the call's start
     /// ([`NOT_WAITING`]: it has not waited): its answer's time teaches the breaker what its host
     /// takes. A word, where an `Instant` would take two more in every request's future.
@@ -162,7 +185,13 @@ impl<Res, E> Call<Res, E> {
                 self.pause_for(wait);
                 Start::AfterPause
             }
-            Err(rejected) => Start::End(Err(Error::from_rejected(rejected))),
+            Err(rejected) => match self.retry.take_linger() {
+                Some(wait) => {
+                    self.linger(Err(Error::from_rejected(rejected)), wait);
+                    Start::AfterPause
+                }
+                None => Start::End(Err(Error::from_rejected(rejected))),
+            },
         }
     }
 
@@ -194,6 +223,9 @@ impl<Res, E> Call<Res, E> {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline]
     fn recheck_pause(&mut self, view: Option<&RequestView<'_>>) -> Result<bool, Final<Res, E>> {
+        if let Some(ended) = self.ended() {
+            return Err(ended);
+        }
         match self.retry.recheck_pause(view) {
             Ok(None) => Ok(false),
             Ok(Some(wait)) => {
@@ -384,10 +416,21 @@ impl<Res, E> Call<Res, E> {
         };
         let delay = match self.retry.decide(attempt, view) {
             Decision::Retry(delay) => delay,
-            Decision::Stop(_) => return ControlFlow::Break(self.end(result)),
+            Decision::Stop(_) => {
+                let ended = self.end(result);
+                return match self.retry.take_linger() {
+                    // Refused by a guard: the result waits out the retry's delay, then ends the
+                    // call, from `poll_resume` or `begin`.
+                    Some(wait) => {
+                        self.linger(ended, wait);
+                        ControlFlow::Continue(())
+                    }
+                    None => ControlFlow::Break(ended),
+                };
+            }
         };
         if let Some(result) = result {
-            self.last = Some(Box::new((result, keep_last)));
+            self.last = Some(Box::new(Kept::Last(result, keep_last)));
         }
         self.pause_for(delay);
         ControlFlow::Continue(())
@@ -429,6 +472,25 @@ impl<Res, E> Call<Res, E> {
         };
     }
 
+    /// Keeps `ended`, the call's result, until `wait` has passed: a guard refused the call, which
+    /// waits the delay its retry would have waited (`backoff_on_refusal`).
+    fn linger(&mut self, ended: Final<Res, E>, wait: Duration) {
+        self.last = Some(Box::new(Kept::Final(ended)));
+        self.timer.set(after(wait));
+        self.phase = Phase::Pause(Pause::Linger);
+    }
+
+    /// The call's result, once a refusal's delay has been waited out.
+    fn ended(&mut self) -> Option<Final<Res, E>> {
+        if self.phase != Phase::Ended {
+            return None;
+        }
+        match self.last.take().map(|kept| *kept) {
+            Some(Kept::Final(ended)) => Some(ended),
+            _ => None,
+        }
+    }
+
     /// Waits out the pause before a retry.
     pub(crate) fn poll_pause(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.phase {
@@ -439,7 +501,14 @@ impl<Res, E> Call<Res, E> {
                     return Poll::Pending;
                 }
             }
-            Phase::Idle | Phase::Attempt(..) | Phase::Ready(_) => return Poll::Ready(()),
+            Phase::Pause(Pause::Linger) => {
+                ready!(self.timer.poll(cx));
+                self.phase = Phase::Ended;
+                return Poll::Ready(());
+            }
+            Phase::Idle | Phase::Attempt(..) | Phase::Ready(_) | Phase::Ended => {
+                return Poll::Ready(());
+            }
         }
         self.phase = Phase::Ready(DeadlineTimer::Unset);
         Poll::Ready(())
@@ -466,6 +535,9 @@ impl<Res, E> Call<Res, E> {
     /// `stagger::retry`'s retry, which has no request): `Err(final)` if the deadline has passed
     /// meanwhile, in which case it is not sent; commits the retry's budget withdrawal otherwise.
     pub(crate) fn begin(&mut self, view: Option<&RequestView<'_>>) -> Result<(), Final<Res, E>> {
+        if let Some(ended) = self.ended() {
+            return Err(ended);
+        }
         self.phase = Phase::Idle;
         match self.retry.begin_retry(view) {
             Ok(()) => Ok(()),
@@ -513,10 +585,10 @@ impl<Res, E> Call<Res, E> {
     fn unsent(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
-        match self.last.take().map(|last| last.0) {
-            Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => Err(Error::from_inner(error, info)),
-            None => Err(Error::unsent(info)),
+        match self.last.take().map(|kept| *kept) {
+            Some(Kept::Last(Ok(response), _)) => Ok(response),
+            Some(Kept::Last(Err(error), _)) => Err(Error::from_inner(error, info)),
+            _ => Err(Error::unsent(info)),
         }
     }
 
@@ -536,8 +608,8 @@ impl<Res, E> Call<Res, E> {
     /// it), or an error that says so.
     fn at_deadline(&mut self) -> Final<Res, E> {
         let info = self.retry.info();
-        match self.last.take().map(|last| *last) {
-            Some((Ok(response), true)) => Ok(response),
+        match self.last.take().map(|kept| *kept) {
+            Some(Kept::Last(Ok(response), true)) => Ok(response),
             _ => {
                 let max_elapsed = self.retry.max_elapsed().unwrap_or(Duration::ZERO);
                 Err(Error::from_elapsed(Elapsed::deadline(max_elapsed, info)))
@@ -550,10 +622,10 @@ impl<Res, E> Call<Res, E> {
     /// `rejected`'s verdict in their `RetryInfo`; `rejected` itself when nothing was received.
     fn with_what_it_has(&mut self, rejected: crate::error::Rejected) -> Final<Res, E> {
         let info = rejected.info();
-        match self.last.take().map(|last| last.0) {
-            Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => Err(Error::from_inner(error, info)),
-            None => Err(Error::from_rejected(rejected)),
+        match self.last.take().map(|kept| *kept) {
+            Some(Kept::Last(Ok(response), _)) => Ok(response),
+            Some(Kept::Last(Err(error), _)) => Err(Error::from_inner(error, info)),
+            _ => Err(Error::from_rejected(rejected)),
         }
     }
 

@@ -81,6 +81,31 @@ impl RetryState {
         }
     }
 
+    /// Whether the call, refused by a guard, waits the delay its retry would have waited: its own
+    /// setting, or its policy's.
+    pub(crate) fn backoff_on_refusal(&self) -> bool {
+        (self.overrides().and_then(Overrides::backoff_on_refusal))
+            .unwrap_or(self.policy.shared.settings.backoff_on_refusal)
+    }
+
+    /// How long the call waits before it ends, a guard having refused it, if it waits at all
+    /// ([`backoff_on_refusal`](Self::backoff_on_refusal)); once.
+    pub(crate) fn take_linger(&mut self) -> Option<Duration> {
+        self.delays.as_mut()?.linger.take()
+    }
+
+    /// A guard refused the call's next attempt: with `backoff_on_refusal`, it waits `delay` (the
+    /// delay its retry would have waited; `None`: the backoff's next) before it ends.
+    pub(super) fn linger(&mut self, delay: Option<Duration>) {
+        if !self.backoff_on_refusal() {
+            return;
+        }
+        let backoff = self.policy.shared.settings.backoff;
+        let schedules = Schedules::of(&mut self.delays, &self.policy.shared);
+        let delay = delay.unwrap_or_else(|| schedules.transient.next_delay(&backoff));
+        schedules.linger = Some(delay);
+    }
+
     /// The idempotency this call's overrides give, if they give one.
     pub(crate) fn idempotent_override(&self) -> Option<bool> {
         self.overrides().and_then(Overrides::idempotent)

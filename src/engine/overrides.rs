@@ -41,6 +41,7 @@ pub struct Overrides {
     attempt_timeout: Option<Option<Duration>>,
     hedge_after: Option<Option<Duration>>,
     idempotent: Option<bool>,
+    backoff_on_refusal: Option<bool>,
 }
 
 impl Overrides {
@@ -53,6 +54,7 @@ impl Overrides {
                 attempt_timeout: None,
                 hedge_after: None,
                 idempotent: None,
+                backoff_on_refusal: None,
             },
         }
     }
@@ -65,6 +67,7 @@ impl Overrides {
             attempt_timeout: None,
             hedge_after: Some(None),
             idempotent: None,
+            backoff_on_refusal: None,
         }
     }
 
@@ -87,6 +90,12 @@ impl Overrides {
     /// The request's hedging delay (`Some(None)`: not hedged); `None`: the policy's.
     pub const fn hedge_after(&self) -> Option<Option<Duration>> {
         self.hedge_after
+    }
+
+    /// Whether the request, refused by a guard, waits the delay its retry would have waited before
+    /// it ends; `None`: as its policy says.
+    pub const fn backoff_on_refusal(&self) -> Option<bool> {
+        self.backoff_on_refusal
     }
 
     /// Whether the request may be sent again after an ambiguous failure, whatever its method and
@@ -136,6 +145,15 @@ impl OverridesBuilder {
     /// deduplicates by other means, `false` for a `GET` with side effects.
     pub const fn idempotent(mut self, idempotent: bool) -> Self {
         self.overrides.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Whether the request, refused by a guard, still waits the delay its retry would have waited
+    /// before it ends, in place of the policy's
+    /// [`backoff_on_refusal`](crate::RetryPolicyBuilder::backoff_on_refusal): `true` for a call in a
+    /// loop that must not turn faster while a dependency is down.
+    pub const fn backoff_on_refusal(mut self, wait: bool) -> Self {
+        self.overrides.backoff_on_refusal = Some(wait);
         self
     }
 

@@ -184,6 +184,8 @@ pub(crate) struct Settings {
     pub(crate) grpc: GrpcRules,
     /// `max_elapsed` is sent as a gRPC call's deadline (`grpc-timeout`), not only the caller's own.
     pub(crate) grpc_send_max_elapsed: bool,
+    /// A call a guard refuses still waits the delay its retry would have waited before it ends.
+    pub(crate) backoff_on_refusal: bool,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -301,6 +303,12 @@ impl RetryPolicy {
     /// [`RetryPolicyBuilder::hedge_after`](crate::RetryPolicyBuilder::hedge_after)).
     pub fn hedge_after(&self) -> Option<Duration> {
         self.shared.settings.hedge_after
+    }
+
+    /// Whether a call a guard refuses still waits the delay its retry would have waited before it
+    /// ends (see [`RetryPolicyBuilder::backoff_on_refusal`](crate::RetryPolicyBuilder::backoff_on_refusal)).
+    pub fn backoff_on_refusal(&self) -> bool {
+        self.shared.settings.backoff_on_refusal
     }
 
     /// The most bytes of a streaming body kept for a retry (see

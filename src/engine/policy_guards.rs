@@ -175,6 +175,7 @@ impl RetryState {
         self.resolve_partition(request);
         if let Err(p) = self.admit(request) {
             self.stop(StopReason::Throttled, None, request);
+            self.linger(None);
             return Err(Rejected::throttled(p, self.info()));
         }
         if cooling {

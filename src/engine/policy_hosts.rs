@@ -206,6 +206,10 @@ impl RetryState {
                 };
                 if self.attempts == 0 {
                     self.stop(reason, None, request);
+                    if let Admission::Down(_) = admission {
+                        // Failed fast before its first attempt.
+                        self.linger(None);
+                    }
                 } else {
                     self.abandon(reason, request);
                 }

@@ -36,6 +36,8 @@ pub(super) struct Schedules {
     /// The request's own settings, from its extensions: boxed, since few requests have any, and every
     /// request that sleeps before a retry keeps its schedules.
     pub(super) overrides: Option<Box<Overrides>>,
+    /// How long a call a guard refused waits before it ends (`backoff_on_refusal`).
+    pub(super) linger: Option<Duration>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -63,6 +65,7 @@ impl Schedules {
                 failing: None,
                 deadline: None,
                 overrides: None,
+                linger: None,
             })
         })
     }

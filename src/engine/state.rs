@@ -591,6 +591,7 @@ impl RetryState {
             cause = DelayCause::Cooldown;
         }
         if self.host_fails_fast(request) {
+            self.linger(None);
             return (Decision::Stop(StopReason::HostDown), cause);
         }
         let remaining = self.remaining();
@@ -637,12 +638,16 @@ impl RetryState {
         }
         // Adaptive throttling is asked before the budget, so that a retry it rejects spends nothing.
         if self.admit(request).is_err() {
+            self.linger(Some(delay));
             return (Decision::Stop(StopReason::Throttled), cause);
         }
         match self.pay(request, attempt.outcome.reason()) {
             Payment::Free => {}
             Payment::Paid(withdrawal) => self.hold_payment(withdrawal),
-            Payment::Refused => return (Decision::Stop(StopReason::Budget), cause),
+            Payment::Refused => {
+                self.linger(Some(delay));
+                return (Decision::Stop(StopReason::Budget), cause);
+            }
         }
         if attempt.restarts_backoff
             && let Some(delays) = &mut self.delays

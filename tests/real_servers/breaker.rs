@@ -242,8 +242,11 @@ pub(crate) async fn a_backend_gone_20_s_behind_nginx_is_found_down_and_only_prob
     let mut problems = Vec::new();
     for (run, log) in &runs {
         let mine = HostEvents::of(&events, &run.tag);
-        // Five 502s, each a call 50 ms after the last or its retry.
-        if let Some(outline) = examine(run, &mine, ms(1000), &mut problems) {
+        // Five 502s in a row, each a call 50 ms after the last or its retry, from three paths at
+        // least (every call asks for a path of its own: nginx fails every path, and the host is
+        // down as a whole), so up to two more when a call's retries come between.
+        let failures = FAILURES..=FAILURES + 2;
+        if let Some(outline) = examine(run, &mine, ms(1000), failures, &mut problems) {
             examine_log(run, &mine, &outline, log, &mut problems);
         }
     }
@@ -292,7 +295,7 @@ pub(crate) async fn behind_dropped_syns_for_20_s_only_probes_are_sent_and_the_fi
         let mine = HostEvents::of(&events, &run.tag);
         // Five attempts of 300 ms, the last sent 200 ms after the first.
         let within = ATTEMPT_TIMEOUT + 4 * EVERY + SLACK;
-        if let Some(outline) = examine(run, &mine, within, &mut problems) {
+        if let Some(outline) = examine(run, &mine, within, FAILURES..=FAILURES, &mut problems) {
             examine_syns(run, &outline, "dropped", &mut problems);
         }
         // Every attempt had its SYN dropped, or reached nginx.
@@ -345,7 +348,8 @@ pub(crate) async fn a_port_refusing_for_20_s_is_found_down_probed_alone_and_up_w
     let mut problems = Vec::new();
     for run in &runs {
         let mine = HostEvents::of(&events, &run.tag);
-        if let Some(outline) = examine(run, &mine, ms(1000), &mut problems) {
+        let exactly = FAILURES..=FAILURES;
+        if let Some(outline) = examine(run, &mine, ms(1000), exactly, &mut problems) {
             examine_syns(run, &outline, "refused", &mut problems);
         }
     }

@@ -135,6 +135,7 @@ impl RetryPolicyBuilder {
                 max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
                 retry_after: RetryAfterMode::Spread,
                 idempotency: true,
+                backoff_on_refusal: false,
                 replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
                 hedge_after: None,
                 classifier: Box::new(DefaultClassifier),
@@ -416,6 +417,34 @@ impl RetryPolicyBuilder {
             Some(budget) => Budget::Given(budget),
             None => Budget::Off,
         };
+        self
+    }
+
+    /// Sets whether a call that a guard refuses still waits, before it ends, the delay its retry
+    /// would have waited: when the budget or adaptive throttling refuses its retry, or the breaker
+    /// fails it fast (a call refused before its first attempt waits its first backoff delay).
+    /// Defaults to `false`: a refused call ends at once, with what it has.
+    ///
+    /// A caller that loops on failures (a consumer that polls, a worker that reconnects, a long poll)
+    /// sends its next call as soon as the last ends: while a dependency is down and the guards refuse
+    /// at once, such a loop turns as fast as the CPU allows, and its first attempts are what the
+    /// dependency meets. With this on, each refused call takes as long as its retry would have, and
+    /// the loop's pace is the backoff's, whatever the guards decide. AWS's SDKs made the same rule
+    /// their default for long-polling calls in 2026. It is off by default because a service that
+    /// answers its own callers would make each of them wait for a retry that will not be sent; set
+    /// it on the policy of a loop, or on one request with
+    /// [`Overrides`](crate::Overrides).
+    ///
+    /// ```
+    /// use stagger::RetryPolicy;
+    ///
+    /// assert!(!RetryPolicy::default().backoff_on_refusal());
+    /// let poller = RetryPolicy::builder().backoff_on_refusal(true).build()?;
+    /// assert!(poller.backoff_on_refusal());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn backoff_on_refusal(mut self, wait: bool) -> Self {
+        self.settings.backoff_on_refusal = wait;
         self
     }
 

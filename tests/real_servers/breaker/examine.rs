@@ -21,6 +21,7 @@ pub(super) fn examine(
     run: &Run,
     events: &HostEvents,
     found_down_within: Duration,
+    failures_to_down: std::ops::RangeInclusive<u32>,
     problems: &mut Vec<String>,
 ) -> Option<Outline> {
     let label = run.label();
@@ -40,8 +41,10 @@ pub(super) fn examine(
     if run.watched.downs != 1 {
         problem(format!("seen going down {} times", run.watched.downs));
     }
-    if *failures != FAILURES {
-        problem(format!("down after {failures} failures, not {FAILURES}"));
+    if !failures_to_down.contains(failures) {
+        problem(format!(
+            "down after {failures} failures, not {failures_to_down:?}"
+        ));
     }
     let found_down = down.at.saturating_sub(run.gone);
     if found_down > found_down_within {
