@@ -175,6 +175,8 @@ mod supervise;
 mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "wiremock")]
+pub mod wiremock;
 
 pub use crate::attempt::{ResendCount, RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};

@@ -1,19 +1,136 @@
-//! [`ChaosBody`]: the body of a response through the chaos layer, the upstream's or an injected one.
+//! The bodies of the answers the chaos layer injects: [`AnswerBody`], the bodies it can make, and
+//! [`ChaosBody`], for a service whose body it cannot.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
+use http_body_util::{BodyExt, Empty, Full};
 use pin_project_lite::pin_project;
 
+/// A response body [`ChaosLayer`](crate::chaos::ChaosLayer) can make an injected answer's body of,
+/// so that the layer answers with the service's own response type and a call it lets through
+/// passes as it came.
+///
+/// Implemented for `Bytes`, `Vec<u8>`, `String` (its bytes read as UTF-8, an invalid sequence
+/// replaced), http-body-util's `Full<Bytes>`, `Empty<Bytes>` and `()` (which keep no body),
+/// `BoxBody` and `UnsyncBoxBody`, reqwest's `Body` (feature `reqwest`), tonic's (feature
+/// `tonic`), and [`ChaosBody`]. Implement it for a body type of your own.
+///
+/// A service whose body is none of them (hyper's `Incoming`, from hyper-util's client) takes the
+/// layer once its responses' bodies are a [`ChaosBody`] of theirs:
+///
+/// ```
+/// # #[cfg(feature = "hyper-util")]
+/// # fn client() {
+/// use stagger::chaos::{Chaos, ChaosBody, ChaosLayer};
+/// use tower::ServiceBuilder;
+///
+/// let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+///     .build_http::<String>();
+/// let chaos = Chaos::builder().build();
+/// let client = ServiceBuilder::new()
+///     .layer(ChaosLayer::new(chaos))
+///     .map_response(|response: http::Response<hyper::body::Incoming>| {
+///         response.map(ChaosBody::new)
+///     })
+///     .service(client);
+/// # let _ = client;
+/// # }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "the chaos layer cannot make an answer's body of `{Self}`",
+    note = "beneath the layer, make the service's bodies a `ChaosBody` of theirs: `.map_response(|response| response.map(stagger::chaos::ChaosBody::new))`"
+)]
+pub trait AnswerBody: Sized {
+    /// A body of `bytes`.
+    fn from_bytes(bytes: Bytes) -> Self;
+}
+
+impl AnswerBody for Bytes {
+    fn from_bytes(bytes: Bytes) -> Self {
+        bytes
+    }
+}
+
+impl AnswerBody for Vec<u8> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        bytes.into()
+    }
+}
+
+impl AnswerBody for String {
+    fn from_bytes(bytes: Bytes) -> Self {
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl AnswerBody for () {
+    fn from_bytes(_: Bytes) -> Self {}
+}
+
+impl AnswerBody for Full<Bytes> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Full::new(bytes)
+    }
+}
+
+impl AnswerBody for Empty<Bytes> {
+    fn from_bytes(_: Bytes) -> Self {
+        Empty::new()
+    }
+}
+
+impl<E: 'static> AnswerBody for BoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Full::new(bytes).map_err(never).boxed()
+    }
+}
+
+impl<E: 'static> AnswerBody for UnsyncBoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Full::new(bytes).map_err(never).boxed_unsync()
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl AnswerBody for reqwest::Body {
+    fn from_bytes(bytes: Bytes) -> Self {
+        bytes.into()
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl AnswerBody for tonic::body::Body {
+    fn from_bytes(bytes: Bytes) -> Self {
+        if bytes.is_empty() {
+            // A Trailers-Only gRPC answer: the status is in the head.
+            return tonic::body::Body::empty();
+        }
+        tonic::body::Body::new(Full::new(bytes))
+    }
+}
+
+impl<B> AnswerBody for ChaosBody<B> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::injected(bytes)
+    }
+}
+
+fn never<E>(never: Infallible) -> E {
+    match never {}
+}
+
 pin_project! {
-    /// The body of a response through [`ChaosLayer`](crate::chaos::ChaosLayer) over `http` types:
-    /// the upstream's body as it streams, or the body of an injected answer, so that the layer can
-    /// answer for any service, whatever its body (hyper's `Incoming`, tonic's, `String`).
+    /// A service's response body, or an injected answer's: what makes
+    /// [`ChaosLayer`](crate::chaos::ChaosLayer) work over a service whose body it cannot make
+    /// ([`AnswerBody`]), such as hyper's `Incoming`.
     ///
-    /// It is a [`Body`] when the upstream's is (with `Bytes` for data), and `Default` when it is, as
+    /// A [`Body`] when the service's is (with `Bytes` for data), and `Default` when it is, as
     /// `RetryLayer::grpc` asks of a response's body.
     ///
     /// ```
@@ -35,12 +152,13 @@ pin_project! {
     #[project = KindProjection]
     enum Kind<B> {
         Upstream { #[pin] body: B },
-        Injected { data: Option<Bytes> },
+        // Boxed: the upstream's body alone sets the size.
+        Injected { data: Option<Box<Bytes>> },
     }
 }
 
 impl<B> ChaosBody<B> {
-    /// The upstream's `body`, passed through.
+    /// The service's `body`, passed through.
     pub const fn new(body: B) -> Self {
         Self {
             kind: Kind::Upstream { body },
@@ -48,8 +166,8 @@ impl<B> ChaosBody<B> {
     }
 
     /// An injected answer's body.
-    pub(crate) fn injected(data: Bytes) -> Self {
-        let data = (!data.is_empty()).then_some(data);
+    fn injected(data: Bytes) -> Self {
+        let data = (!data.is_empty()).then(|| Box::new(data));
         Self {
             kind: Kind::Injected { data },
         }
@@ -60,7 +178,7 @@ impl<B> ChaosBody<B> {
         matches!(self.kind, Kind::Injected { .. })
     }
 
-    /// The upstream's body, if it is one.
+    /// The service's body, if it is one.
     pub fn into_inner(self) -> Option<B> {
         match self.kind {
             Kind::Upstream { body } => Some(body),
@@ -80,7 +198,7 @@ impl<B: Body<Data = Bytes>> Body for ChaosBody<B> {
         match self.project().kind.project() {
             KindProjection::Upstream { body } => body.poll_frame(cx),
             KindProjection::Injected { data } => {
-                Poll::Ready(data.take().map(|d| Ok(Frame::data(d))))
+                Poll::Ready(data.take().map(|data| Ok(Frame::data(*data))))
             }
         }
     }
@@ -96,7 +214,7 @@ impl<B: Body<Data = Bytes>> Body for ChaosBody<B> {
         match &self.kind {
             Kind::Upstream { body } => body.size_hint(),
             Kind::Injected { data } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+                SizeHint::with_exact(data.as_deref().map_or(0, |data| data.len() as u64))
             }
         }
     }
@@ -114,7 +232,7 @@ impl<B> fmt::Debug for ChaosBody<B> {
             Kind::Upstream { .. } => f.write_str("ChaosBody::Upstream"),
             Kind::Injected { data } => f
                 .debug_struct("ChaosBody::Injected")
-                .field("left", &data.as_ref().map_or(0, Bytes::len))
+                .field("left", &data.as_deref().map_or(0, Bytes::len))
                 .finish(),
         }
     }

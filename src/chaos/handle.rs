@@ -91,6 +91,7 @@ impl Chaos {
     }
 
     /// Whether the injection is on.
+    #[inline]
     pub fn is_enabled(&self) -> bool {
         self.shared.enabled.load(Ordering::Relaxed)
     }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tower::{BoxError, Layer, Service};
 
-use super::body::ChaosBody;
+use super::body::AnswerBody;
 use super::fault::Action;
 use super::future::ChaosFuture;
 use super::handle::Chaos;
@@ -22,10 +22,13 @@ use crate::error::InjectedFault;
 /// `RetryLayer::grpc`, an axum router, a `service_fn`) and a `reqwest::Client` as a
 /// `Service<reqwest::Request>` (feature `reqwest`).
 ///
-/// The service's error becomes a `tower::BoxError`, as with tower's own `Timeout`: a real error
-/// is boxed as it came (`downcast_ref::<reqwest::Error>()` finds it), an injected one is an
-/// `io::Error` carrying an [`InjectedFault`](crate::chaos::InjectedFault). Over `http` types, the
-/// response's body becomes a [`ChaosBody`] of the service's, which an injected answer fills.
+/// The service's responses are its own: an injected answer is a response of the same type, its
+/// body made by [`AnswerBody`](crate::chaos::AnswerBody) (a service whose body cannot be made, such
+/// as hyper's `Incoming`, takes the layer once its bodies are a
+/// [`ChaosBody`](crate::chaos::ChaosBody) of theirs). Its error becomes a `tower::BoxError`, as with
+/// tower's own `Timeout`: a real error is boxed as it came (`downcast_ref::<reqwest::Error>()`
+/// finds it), an injected one is an `io::Error` carrying an
+/// [`InjectedFault`](crate::chaos::InjectedFault).
 ///
 /// Off ([`Chaos::set_enabled`]), a call costs one atomic load and the service's own future is
 /// polled through one `match`.
@@ -139,10 +142,24 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    /// Off, one atomic load and the inner service's call: the rest is out of line.
+    #[inline]
     fn call(&mut self, request: Req) -> Self::Future {
-        if !self.chaos.is_enabled() {
-            return ChaosFuture::sent(self.inner.call(request));
+        if self.chaos.is_enabled() {
+            return self.inject(request);
         }
+        ChaosFuture::sent(self.inner.call(request))
+    }
+}
+
+impl<S> ChaosService<S> {
+    /// A call while the chaos is on: the fault its rules pick, if any.
+    #[inline(never)]
+    fn inject<Req>(&mut self, request: Req) -> ChaosFuture<S, Req>
+    where
+        S: Service<Req> + Clone,
+        Req: Injectable<S::Response>,
+    {
         let Some(fault) = self.chaos.pick(&request.view()) else {
             return ChaosFuture::sent(self.inner.call(request));
         };
@@ -164,8 +181,9 @@ mod sealed {
 }
 
 /// The requests [`ChaosService`] can inject faults into, and what it answers them with: an
-/// `http::Request` (answered with an `http::Response` whose body is a [`ChaosBody`]), and with the
-/// feature `reqwest`, a `reqwest::Request` (answered with a `reqwest::Response`). Sealed.
+/// `http::Request` (answered with an `http::Response` of the service's body, an [`AnswerBody`]),
+/// and with the feature `reqwest`, a `reqwest::Request` (answered with a `reqwest::Response`).
+/// Sealed.
 pub trait Injectable<Upstream>: sealed::Sealed + Sized {
     /// The response the service answers with.
     type Response;
@@ -192,8 +210,8 @@ pub(crate) fn injected_io(kind: io::ErrorKind) -> io::Error {
 
 impl<B> sealed::Sealed for http::Request<B> {}
 
-impl<B, RB> Injectable<http::Response<RB>> for http::Request<B> {
-    type Response = http::Response<ChaosBody<RB>>;
+impl<B, RB: AnswerBody> Injectable<http::Response<RB>> for http::Request<B> {
+    type Response = http::Response<RB>;
 
     fn view(&self) -> RequestView<'_> {
         RequestView::new(self.method(), self.uri(), self.headers())
@@ -201,11 +219,12 @@ impl<B, RB> Injectable<http::Response<RB>> for http::Request<B> {
     }
 
     fn answer(&self, response: http::Response<Bytes>) -> Self::Response {
-        response.map(ChaosBody::injected)
+        response.map(RB::from_bytes)
     }
 
+    #[inline]
     fn upstream(response: http::Response<RB>) -> Self::Response {
-        response.map(ChaosBody::new)
+        response
     }
 
     /// For a gRPC request with the feature `tonic`, a failure to connect (refused, unreachable) is
@@ -245,6 +264,7 @@ impl Injectable<reqwest::Response> for reqwest::Request {
         answer_reqwest(self.url(), response)
     }
 
+    #[inline]
     fn upstream(response: reqwest::Response) -> reqwest::Response {
         response
     }

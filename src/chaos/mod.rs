@@ -59,7 +59,7 @@ mod middleware;
 mod rule;
 
 pub use crate::error::InjectedFault;
-pub use body::ChaosBody;
+pub use body::{AnswerBody, ChaosBody};
 pub use fault::Fault;
 pub use future::ChaosFuture;
 pub use handle::{Chaos, ChaosBuilder, Counts};

@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use stagger::chaos::{Chaos, ChaosLayer, ChaosService, Fault, InjectedFault, Rule};
+use stagger::chaos::{Chaos, ChaosBody, ChaosLayer, ChaosService, Fault, InjectedFault, Rule};
 use stagger::{Backoff, RetryInfo, RetryLayer, RetryPolicy};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
@@ -36,8 +36,9 @@ fn get(path: &str) -> http::Request<String> {
 /// What one call through the tower layer got: the status, or the injected error's kind.
 async fn through_the_layer(chaos: &Chaos, request: http::Request<String>) -> String {
     match layered(chaos).oneshot(request).await {
-        Ok(response) if response.body().is_injected() => format!("{} injected", response.status()),
-        Ok(response) => response.status().to_string(),
+        // The in-process upstream answers with the body `upstream`, an injected answer with none.
+        Ok(response) if response.body() == "upstream" => response.status().to_string(),
+        Ok(response) => format!("{} injected", response.status()),
         Err(error) => {
             let injected = InjectedFault::find(&*error).expect("only injected errors here");
             format!("{:?}", injected.kind())
@@ -85,7 +86,7 @@ async fn injected_calls(rate: f64, seed: Option<u64>, calls: usize) -> (Vec<usiz
     let (mut by_layer, mut by_middleware) = (Vec::new(), Vec::new());
     for call in 0..calls {
         let response = service.ready().await.unwrap().call(get("/")).await.unwrap();
-        if response.body().is_injected() {
+        if response.body().is_empty() {
             by_layer.push(call);
         }
         let response = client.get("http://api.example/").send().await.unwrap();
@@ -365,4 +366,38 @@ async fn beneath_the_retry_layer_each_attempt_meets_the_rules_and_above_it_the_c
     assert!(InjectedFault::find(&*error).is_some());
     assert!(error.downcast_ref::<stagger::Error<Infallible>>().is_none());
     assert_eq!(chaos.counts().errors(), 1);
+}
+
+#[tokio::test]
+async fn a_service_whose_body_the_layer_cannot_make_takes_it_through_chaos_body() {
+    /// A body type the chaos layer knows nothing of, as hyper's `Incoming` is.
+    struct Opaque;
+    impl http_body::Body for Opaque {
+        type Data = bytes::Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+            std::task::Poll::Ready(None)
+        }
+    }
+    let chaos = Chaos::new(Rule::script([Fault::answer(
+        http::Response::builder().status(503).body("down").unwrap(),
+    )]));
+    let client = ServiceBuilder::new()
+        .layer(ChaosLayer::new(chaos))
+        .map_response(|response: http::Response<Opaque>| response.map(ChaosBody::new))
+        .service_fn(|_: http::Request<String>| async {
+            Ok::<_, Infallible>(http::Response::new(Opaque))
+        });
+    let injected = client.clone().oneshot(get("/")).await.unwrap();
+    assert_eq!(injected.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(injected.body().is_injected());
+    let body = http_body_util::BodyExt::collect(injected.into_body())
+        .await
+        .unwrap();
+    assert_eq!(body.to_bytes(), "down");
+    let passed = client.oneshot(get("/")).await.unwrap();
+    assert!(matches!(passed.into_body().into_inner(), Some(Opaque)));
 }
