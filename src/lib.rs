@@ -236,6 +236,18 @@ pub mod adapter {
 #[doc = include_str!("../docs/grpc.md")]
 struct GrpcDoctests;
 
+/// docs/testing.md's examples, compiled and run with the features its kit needs (its tests of a
+/// handler are `examples/testing.rs`'s, which checks that the guide quotes it as it is).
+#[cfg(all(
+    doctest,
+    feature = "chaos",
+    feature = "reqwest-middleware",
+    feature = "tower",
+    feature = "wiremock"
+))]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDoctests;
+
 /// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
 /// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).
 #[cfg(all(
