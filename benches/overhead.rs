@@ -10,7 +10,8 @@
 //! With the feature `chaos`, the `chaos_off` variants put a `ChaosLayer` or `ChaosMiddleware`, switched
 //! off, beneath the retry layer or middleware (or alone over the service): what fault injection
 //! compiled in and off costs the success path. `chaos_unpicked` has it on, with a rule whose predicate
-//! picks no request.
+//! picks no request. `-- --check-chaos` (what `.ci/run` runs) fails when a retry adapter with the chaos
+//! beneath it, off, costs more than 1 % over the adapter alone.
 //!
 //! - Interleaved rounds: each round sends a batch of 2048 fresh requests through every variant in turn,
 //!   so a slow moment of the machine hits every variant alike; the minimum over the rounds is the cost
@@ -248,6 +249,28 @@ mod chaos {
         Arc::new(ChaosMiddleware::new(chaos))
     }
 
+    /// The promise of `docs/testing.md`: beneath either adapter, the chaos switched off costs at most
+    /// 1 % of a request's instructions.
+    pub(super) fn check() {
+        let mut over = Vec::new();
+        for (alone, with_chaos) in [
+            ("tower/stagger", "tower/stagger_chaos_off"),
+            ("reqwest/stagger", "reqwest/stagger_chaos_off"),
+        ] {
+            let (alone_count, with_count) =
+                (super::per_request(alone), super::per_request(with_chaos));
+            let added = with_count as f64 / alone_count as f64 - 1.0;
+            println!(
+                "{with_chaos}: {with_count} instructions a request, {alone}: {alone_count} ({:+.2} %)",
+                100.0 * added
+            );
+            if added > 0.01 {
+                over.push(with_chaos);
+            }
+        }
+        assert!(over.is_empty(), "over 1 %: {over:?}");
+    }
+
     pub(super) fn variants() -> Vec<(&'static str, Variant)> {
         let ok = Ok200 { conn: false };
         let stagger = || RetryLayer::new(RetryPolicy::default());
@@ -289,6 +312,8 @@ fn main() {
     match args.as_slice() {
         ["--only", name, n] => only(name, n.parse().expect("a request count")),
         ["--instructions", filters @ ..] => instructions(filters),
+        #[cfg(feature = "chaos")]
+        ["--check-chaos"] => chaos::check(),
         // Criterion's flags and filter, when `cargo bench` runs every bench with some: a filter keeps
         // the variants whose name contains it; flags are ignored.
         other => {
@@ -335,9 +360,11 @@ fn interleaved(filters: &[&str]) {
     }
 }
 
-fn instructions(filters: &[&str]) {
-    let exe = std::env::current_exe().expect("this benchmark's path");
-    let count = |name: &str, n: usize| -> u64 {
+/// Instructions per request of the variant `name`, under callgrind: the difference between runs of
+/// `2N` and `N` requests, divided by `N`.
+fn per_request(name: &str) -> u64 {
+    let count = |n: usize| -> u64 {
+        let exe = std::env::current_exe().expect("this benchmark's path");
         let output = Command::new("valgrind")
             .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
             .arg(&exe)
@@ -350,6 +377,11 @@ fn instructions(filters: &[&str]) {
             .unwrap_or_else(|| panic!("no instruction count from callgrind:\n{stderr}"));
         refs.trim().replace(',', "").parse().expect("a count")
     };
+    let (one, two) = (count(CALLGRIND_REQUESTS), count(2 * CALLGRIND_REQUESTS));
+    (two - one) / CALLGRIND_REQUESTS as u64
+}
+
+fn instructions(filters: &[&str]) {
     println!(
         "instructions per request (callgrind, {CALLGRIND_REQUESTS} vs {} requests)",
         2 * CALLGRIND_REQUESTS
@@ -360,8 +392,6 @@ fn instructions(filters: &[&str]) {
             || (filters.iter()).any(|f| name == *f || (!f.contains('/') && name.contains(f)))
     };
     for (name, _) in variants().into_iter().filter(|(name, _)| wanted(name)) {
-        let one = count(name, CALLGRIND_REQUESTS);
-        let two = count(name, 2 * CALLGRIND_REQUESTS);
-        println!("{name:28} {:9}", (two - one) / CALLGRIND_REQUESTS as u64);
+        println!("{name:28} {:9}", per_request(name));
     }
 }

@@ -12,7 +12,7 @@ use crate::engine::rng::{entropy_seed, splitmix64};
 use crate::observe::log;
 
 /// Fault injection for the calls beneath a [`ChaosLayer`](crate::chaos::ChaosLayer) or a
-/// [`ChaosMiddleware`](crate::chaos::ChaosMiddleware): its [`Rule`]s, a switch that turns them on
+/// [`ChaosMiddleware`]: its [`Rule`]s, a switch that turns them on
 /// and off at run time, and the counts of what it injected.
 ///
 /// Cheap to clone, and every clone is the same chaos: keep one in the test (or behind a deployment's
@@ -33,6 +33,14 @@ use crate::observe::log;
 /// assert_eq!(chaos.counts().injected(), 0);
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`ChaosMiddleware`]: crate::chaos::ChaosMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`ChaosMiddleware`]: crate#features"
+)]
 #[derive(Clone)]
 pub struct Chaos {
     shared: Arc<Shared>,

@@ -48,6 +48,17 @@
 //! ```
 //!
 //! The repository's `docs/testing.md` shows it in a test, on tokio's paused clock, and in staging.
+//!
+// The middleware exists with the feature reqwest-middleware only: without it, its links lead to the
+// crate's table of features, which names it.
+#![cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`ChaosMiddleware`]: crate::chaos::ChaosMiddleware"
+)]
+#![cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`ChaosMiddleware`]: crate#features"
+)]
 
 mod body;
 mod fault;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 
 /// What an error injected by [`ChaosLayer`](crate::chaos::ChaosLayer) or
-/// [`ChaosMiddleware`](crate::chaos::ChaosMiddleware) carries, so that a test or a log can tell it
+/// [`ChaosMiddleware`] carries, so that a test or a log can tell it
 /// from a real one.
 ///
 /// An injected error is an `io::Error` of the fault's kind (`ConnectionRefused`, `ConnectionReset`,
@@ -19,6 +19,14 @@ use std::io;
 /// let real = io::Error::from(io::ErrorKind::ConnectionRefused);
 /// assert!(InjectedFault::find(&real).is_none());
 /// ```
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`ChaosMiddleware`]: crate::chaos::ChaosMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`ChaosMiddleware`]: crate#features"
+)]
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InjectedFault {

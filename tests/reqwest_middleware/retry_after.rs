@@ -165,7 +165,7 @@ impl reqwest_middleware::Middleware for BusyOnce {
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut response = http::Response::builder();
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             response = response.status(503).header("retry-after", "1");
         }
         Ok(response.body("").unwrap().into())
