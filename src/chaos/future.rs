@@ -120,9 +120,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {
-            StateProjection::Sent { future } => future
-                .poll(cx)
-                .map(|result| result.map(Req::upstream).map_err(Into::into)),
+            StateProjection::Sent { future } => match future.poll(cx) {
+                Poll::Ready(Ok(response)) => Poll::Ready(Ok(Req::upstream(response))),
+                Poll::Ready(Err(error)) => Poll::Ready(Err(error.into())),
+                Poll::Pending => Poll::Pending,
+            },
             StateProjection::Faulted { .. } => poll_fault(state, cx),
         }
     }
