@@ -115,10 +115,10 @@ fn build_variant<R: 'static>(build: fn() -> R) -> Variant {
 }
 
 fn variants() -> Vec<(&'static str, Variant)> {
-    let mut variants = retry_variants();
+    let variants = retry_variants().into_iter();
     #[cfg(feature = "chaos")]
-    variants.extend(chaos::variants());
-    variants
+    let variants = variants.chain(chaos::variants());
+    variants.collect()
 }
 
 fn retry_variants() -> Vec<(&'static str, Variant)> {
