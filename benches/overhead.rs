@@ -4,7 +4,14 @@
 //! ```text
 //! cargo bench --all-features --bench overhead                     # interleaved rounds: min and median ns
 //! cargo bench --all-features --bench overhead -- --instructions   # callgrind: instructions per request
+//! cargo bench --all-features --bench overhead -- --instructions chaos tower/stagger   # some of them
 //! ```
+//!
+//! With the feature `chaos`, the `chaos_off` variants put a `ChaosLayer` or `ChaosMiddleware`, switched
+//! off, beneath the retry layer or middleware (or alone over the service): what fault injection
+//! compiled in and off costs the success path. `chaos_unpicked` has it on, with a rule whose predicate
+//! picks no request. `-- --check-chaos` (what `.ci/run` runs) fails when a retry adapter with the chaos
+//! beneath it, off, costs more than 1 % over the adapter alone.
 //!
 //! - Interleaved rounds: each round sends a batch of 2048 fresh requests through every variant in turn,
 //!   so a slow moment of the machine hits every variant alike; the minimum over the rounds is the cost
@@ -21,6 +28,7 @@
 
 mod common;
 
+use std::convert::Infallible;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +38,7 @@ use common::middleware::{chain, forward, reqwest_request, time_reqwest};
 use common::{
     Ok200, Ok200Later, RetryServerErrors, clone_http, http_request, time_copies, time_tower,
 };
-use http::{Request, Response};
+use http::Request;
 use reqwest_middleware::{ClientWithMiddleware, Middleware};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
@@ -78,9 +86,7 @@ type Variant = Box<dyn Fn(&Runtime, usize) -> Duration>;
 
 fn tower_variant<S>(service: S) -> Variant
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error: std::fmt::Debug>
-        + Clone
-        + 'static,
+    S: Service<Request<Bytes>, Error: std::fmt::Debug> + Clone + 'static,
 {
     Box::new(move |rt, n| {
         let batch = (0..n).map(|_| http_request()).collect();
@@ -109,6 +115,13 @@ fn build_variant<R: 'static>(build: fn() -> R) -> Variant {
 }
 
 fn variants() -> Vec<(&'static str, Variant)> {
+    let variants = retry_variants().into_iter();
+    #[cfg(feature = "chaos")]
+    let variants = variants.chain(chaos::variants());
+    variants.collect()
+}
+
+fn retry_variants() -> Vec<(&'static str, Variant)> {
     let ok = Ok200 { conn: false };
     let conn = Ok200 { conn: true };
     let tower_retry = tower::retry::RetryLayer::new(RetryServerErrors { remaining: 3 });
@@ -116,6 +129,11 @@ fn variants() -> Vec<(&'static str, Variant)> {
         ("tower/build", build_variant(http_request)),
         ("tower/clone", clone_variant(http_request, clone_http)),
         ("tower/bare", tower_variant(ok)),
+        // Any layer that wraps the service's future, doing nothing else: tower's `MapErr`.
+        (
+            "tower/forward",
+            tower_variant(tower::util::MapErrLayer::new(|e: Infallible| e).layer(ok)),
+        ),
         ("tower/tower_retry", tower_variant(tower_retry.layer(ok))),
         (
             "tower/stagger",
@@ -197,6 +215,94 @@ fn variants() -> Vec<(&'static str, Variant)> {
     ]
 }
 
+/// Fault injection, off, and on without a rule that picks the request.
+#[cfg(feature = "chaos")]
+mod chaos {
+    use std::sync::Arc;
+
+    use super::common::middleware::chain_of;
+    use reqwest_middleware::Middleware;
+    use stagger::chaos::{Chaos, ChaosLayer, ChaosMiddleware, Fault, Rule};
+    use stagger::{RetryLayer, RetryMiddleware, RetryPolicy};
+    use tower::Layer;
+
+    use super::common::Ok200;
+    use super::{Variant, reqwest_variant, tower_variant};
+
+    fn off() -> Chaos {
+        Chaos::builder()
+            .rule(Rule::always(Fault::refused()))
+            .enabled(false)
+            .build()
+    }
+
+    /// On, with a rule whose predicate picks no request the bench sends.
+    fn unpicked() -> Chaos {
+        Chaos::new(Rule::always(Fault::refused()).when(|request| request.path() == Some("/never")))
+    }
+
+    fn retry() -> Arc<dyn Middleware> {
+        Arc::new(RetryMiddleware::new(RetryPolicy::default()))
+    }
+
+    fn middleware(chaos: Chaos) -> Arc<dyn Middleware> {
+        Arc::new(ChaosMiddleware::new(chaos))
+    }
+
+    /// The promise of `docs/testing.md`: beneath either adapter, the chaos switched off costs at most
+    /// 1 % of a request's instructions.
+    pub(super) fn check() {
+        let mut over = Vec::new();
+        for (alone, with_chaos) in [
+            ("tower/stagger", "tower/stagger_chaos_off"),
+            ("reqwest/stagger", "reqwest/stagger_chaos_off"),
+        ] {
+            let (alone_count, with_count) =
+                (super::per_request(alone), super::per_request(with_chaos));
+            let added = with_count as f64 / alone_count as f64 - 1.0;
+            println!(
+                "{with_chaos}: {with_count} instructions a request, {alone}: {alone_count} ({:+.2} %)",
+                100.0 * added
+            );
+            if added > 0.01 {
+                over.push(with_chaos);
+            }
+        }
+        assert!(over.is_empty(), "over 1 %: {over:?}");
+    }
+
+    pub(super) fn variants() -> Vec<(&'static str, Variant)> {
+        let ok = Ok200 { conn: false };
+        let stagger = || RetryLayer::new(RetryPolicy::default());
+        vec![
+            (
+                "tower/chaos_off",
+                tower_variant(ChaosLayer::new(off()).layer(ok)),
+            ),
+            (
+                "tower/stagger_chaos_off",
+                tower_variant(stagger().layer(ChaosLayer::new(off()).layer(ok))),
+            ),
+            (
+                "tower/stagger_chaos_unpicked",
+                tower_variant(stagger().layer(ChaosLayer::new(unpicked()).layer(ok))),
+            ),
+            (
+                "reqwest/chaos_off",
+                reqwest_variant(chain_of(vec![middleware(off())], false)),
+            ),
+            (
+                "reqwest/stagger_chaos_off",
+                reqwest_variant(chain_of(vec![retry(), middleware(off())], false)),
+            ),
+            (
+                "reqwest/stagger_chaos_unpicked",
+                reqwest_variant(chain_of(vec![retry(), middleware(unpicked())], false)),
+            ),
+        ]
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // `cargo bench` passes `--bench` to every bench.
@@ -205,7 +311,9 @@ fn main() {
         .collect();
     match args.as_slice() {
         ["--only", name, n] => only(name, n.parse().expect("a request count")),
-        ["--instructions"] => instructions(),
+        ["--instructions", filters @ ..] => instructions(filters),
+        #[cfg(feature = "chaos")]
+        ["--check-chaos"] => chaos::check(),
         // Criterion's flags and filter, when `cargo bench` runs every bench with some: a filter keeps
         // the variants whose name contains it; flags are ignored.
         other => {
@@ -252,9 +360,11 @@ fn interleaved(filters: &[&str]) {
     }
 }
 
-fn instructions() {
-    let exe = std::env::current_exe().expect("this benchmark's path");
-    let count = |name: &str, n: usize| -> u64 {
+/// Instructions per request of the variant `name`, under callgrind: the difference between runs of
+/// `2N` and `N` requests, divided by `N`.
+fn per_request(name: &str) -> u64 {
+    let count = |n: usize| -> u64 {
+        let exe = std::env::current_exe().expect("this benchmark's path");
         let output = Command::new("valgrind")
             .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
             .arg(&exe)
@@ -267,13 +377,21 @@ fn instructions() {
             .unwrap_or_else(|| panic!("no instruction count from callgrind:\n{stderr}"));
         refs.trim().replace(',', "").parse().expect("a count")
     };
+    let (one, two) = (count(CALLGRIND_REQUESTS), count(2 * CALLGRIND_REQUESTS));
+    (two - one) / CALLGRIND_REQUESTS as u64
+}
+
+fn instructions(filters: &[&str]) {
     println!(
         "instructions per request (callgrind, {CALLGRIND_REQUESTS} vs {} requests)",
         2 * CALLGRIND_REQUESTS
     );
-    for (name, _) in variants() {
-        let one = count(name, CALLGRIND_REQUESTS);
-        let two = count(name, 2 * CALLGRIND_REQUESTS);
-        println!("{name:28} {:9}", (two - one) / CALLGRIND_REQUESTS as u64);
+    // A filter with a `/` names one variant; without, every variant whose name contains it.
+    let wanted = |name: &str| {
+        filters.is_empty()
+            || (filters.iter()).any(|f| name == *f || (!f.contains('/') && name.contains(f)))
+    };
+    for (name, _) in variants().into_iter().filter(|(name, _)| wanted(name)) {
+        println!("{name:28} {:9}", per_request(name));
     }
 }

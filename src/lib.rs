@@ -45,6 +45,7 @@
 //! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
 //! | send a body that is not `Clone` again | [`ReplayBody`] |
 //! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
+//! | test what the retries and your code do when a dependency fails | `chaos` (feature `chaos`): faults injected beneath or above the retries; `wiremock::Script` (feature `wiremock`): a mock server's answers in order; the repository's `docs/testing.md` |
 //!
 //! # Supported versions
 //!
@@ -138,6 +139,8 @@
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
 //! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; implies `tower`, `hyper`, `hyper-util` and `h2` |
+//! | `chaos` | fault injection for tests and staging: `chaos::ChaosLayer` (tower, over `http` types, a tonic `Channel` or `reqwest::Client`), `chaos::ChaosMiddleware` (with `reqwest-middleware`) |
+//! | `wiremock` | `wiremock::Script`: a wiremock responder that answers in order and says when each request came |
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.
@@ -154,6 +157,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
+#[cfg(feature = "chaos")]
+pub mod chaos;
 pub mod classify;
 mod drive;
 mod engine;
@@ -170,6 +175,8 @@ mod supervise;
 mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "wiremock")]
+pub mod wiremock;
 
 pub use crate::attempt::{ResendCount, RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};
@@ -228,6 +235,18 @@ pub mod adapter {
 #[cfg(all(doctest, feature = "tonic"))]
 #[doc = include_str!("../docs/grpc.md")]
 struct GrpcDoctests;
+
+/// docs/testing.md's examples, compiled and run with the features its kit needs (its tests of a
+/// handler are `examples/testing.rs`'s, which checks that the guide quotes it as it is).
+#[cfg(all(
+    doctest,
+    feature = "chaos",
+    feature = "reqwest-middleware",
+    feature = "tower",
+    feature = "wiremock"
+))]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDoctests;
 
 /// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
 /// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).

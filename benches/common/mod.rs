@@ -208,7 +208,7 @@ pub fn time_copies<R>(batch: Vec<R>, copy: impl Fn(&R) -> R) -> Duration {
 /// response inside the measurement.
 pub fn time_tower<S>(rt: &Runtime, service: &mut S, batch: Vec<Request<Bytes>>) -> Duration
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error: std::fmt::Debug>,
+    S: Service<Request<Bytes>, Error: std::fmt::Debug>,
 {
     rt.block_on(async {
         let start = Instant::now();
@@ -270,12 +270,17 @@ pub mod middleware {
     /// `retry` (if any) in front of a last middleware that answers `200` (with `conn`, as a
     /// connection's response).
     pub fn chain(retry: Option<Arc<dyn Middleware>>, conn: bool) -> ClientWithMiddleware {
+        chain_of(retry.into_iter().collect(), conn)
+    }
+
+    /// `middlewares` in their order, then the last one, which answers `200`.
+    pub fn chain_of(middlewares: Vec<Arc<dyn Middleware>>, conn: bool) -> ClientWithMiddleware {
         let answer: Arc<dyn Middleware> = if conn {
             Arc::new(answer_200::<true>)
         } else {
             Arc::new(answer_200::<false>)
         };
-        let middlewares: Vec<_> = retry.into_iter().chain([answer]).collect();
+        let middlewares: Vec<_> = middlewares.into_iter().chain([answer]).collect();
         ClientWithMiddleware::new(reqwest::Client::new(), middlewares)
     }
 

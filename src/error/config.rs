@@ -91,6 +91,9 @@ pub enum ConfigError {
     BreakerProbe(Duration),
     /// The breaker's probe backoff is not a valid backoff: why.
     BreakerProbeBackoff(Box<ConfigError>),
+    /// A chaos rule's injection rate is outside `0.0..=1.0`, or NaN: often a percentage where a share
+    /// belongs (`5.0` for `0.05`). Feature `chaos`.
+    InjectionRate(f64),
 }
 
 impl fmt::Display for ConfigError {
@@ -194,6 +197,11 @@ impl fmt::Display for ConfigError {
                  would be probed by every request"
             ),
             Self::BreakerProbeBackoff(error) => write!(f, "the breaker's probe backoff: {error}"),
+            Self::InjectionRate(rate) => write!(
+                f,
+                "the injection rate must be within 0.0..=1.0, got {rate}: it is a share of calls, \
+                 not a percentage, so 5 % is 0.05"
+            ),
             Self::ClassifierUnused => f.write_str(
                 "the policy's classifier would never be asked: classify_with judges every result \
                  with its closure (build the policy without classifier(), or use RetryLayer::new)",

@@ -1,12 +1,17 @@
 //! Every public error: an invalid configuration ([`ConfigError`]), a call that ended without a
-//! response ([`Error`]), a time limit that ended it ([`Elapsed`]), a request not sent ([`Rejected`]).
+//! response ([`Error`]), a time limit that ended it ([`Elapsed`]), a request not sent ([`Rejected`]),
+//! and the mark of a fault the chaos layer injected (`InjectedFault`, feature `chaos`).
 
 pub(crate) mod config;
 mod elapsed;
+#[cfg(feature = "chaos")]
+mod injected;
 mod rejected;
 
 pub use config::ConfigError;
 pub use elapsed::Elapsed;
+#[cfg(feature = "chaos")]
+pub use injected::InjectedFault;
 pub use rejected::Rejected;
 
 use std::fmt;

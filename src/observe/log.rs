@@ -273,6 +273,27 @@ pub(crate) fn supervision_returned(restarts: u32) {
         target: TARGET,restarts, "supervised task returned");
 }
 
+/// The target of the chaos layer's events, apart from the retries' so that a filter can show one and
+/// not the other (`stagger::chaos=debug`).
+#[cfg(feature = "chaos")]
+pub(crate) const CHAOS_TARGET: &str = "stagger::chaos";
+
+/// The chaos layer injected `fault` (of kind `kind`: `answer`, `error`, `hang` or `latency`) into a
+/// call to `view`: a `debug` event, with the request's fields and `chaos.fault` and `chaos.injected`.
+#[cfg(feature = "chaos")]
+pub(crate) fn injected(view: &RequestView<'_>, kind: &'static str, fault: &dyn std::fmt::Display) {
+    tracing::event!(
+        target: CHAOS_TARGET,
+        tracing::Level::DEBUG,
+        http.request.method = %view.method(),
+        server.address = view.host().unwrap_or_default(),
+        url.path = view.path().unwrap_or_default(),
+        chaos.fault = kind,
+        chaos.injected = %fault,
+        "injected a fault"
+    );
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

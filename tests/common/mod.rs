@@ -10,11 +10,29 @@ pub mod scripted;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{Layer, Registry};
+
+/// Waits until `done` says so, or `bound` has passed on tokio's clock, and says which: what a test in
+/// real time does to see something another task, a server or the kernel does (a connection closed, a
+/// request counted), in place of sleeping a fixed time, which a loaded machine outlasts. The bound
+/// is the test's patience, not the time the event should take.
+pub async fn until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = tokio::time::Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= bound {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
 
 /// One event: its level, message and every other field, as text.
 #[derive(Debug, Clone)]

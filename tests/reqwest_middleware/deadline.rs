@@ -2,7 +2,6 @@
 //! dropping the request mid-sleep cancels the retries.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
 
 use stagger::StopReason;
 use wiremock::matchers::path;
@@ -66,22 +65,31 @@ async fn dropping_the_request_mid_sleep_cancels_the_retries() {
         .respond_with(ResponseTemplate::new(503))
         .mount(&server)
         .await;
-    let client = client(RetryPolicy::builder().backoff(Backoff::fixed(ms(500))));
+    // The retry is decided when the first 503 is judged, and its 500 ms sleep starts then.
+    let sleeping = Arc::new(AtomicU32::new(0));
+    let decided = Arc::clone(&sleeping);
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(ms(500)))
+        .on_retry(move |_| {
+            decided.fetch_add(1, Ordering::SeqCst);
+        });
+    let client = client(policy);
 
     let request = tokio::spawn({
         let url = server.uri();
         async move { client.get(url).send().await }
     });
-    // Wait for the first attempt, then abort during the 500 ms sleep that follows it.
-    let first_seen = Instant::now();
-    while hits(&server, "/").await == 0 {
-        assert!(first_seen.elapsed() < Duration::from_secs(5), "no request");
-        tokio::time::sleep(ms(5)).await;
-    }
-    tokio::time::sleep(ms(50)).await;
+    // Wait for the retry to be decided (not a fixed time, which a loaded machine may outlast, and
+    // abort past the sleep), then abort during the sleep that follows it.
+    let retrying = common::until(Duration::from_secs(5), || {
+        sleeping.load(Ordering::SeqCst) == 1
+    });
+    assert!(retrying.await, "no retry decided within 5 s");
     request.abort();
     assert!(request.await.unwrap_err().is_cancelled());
+    assert_eq!(hits(&server, "/").await, 1);
 
+    // What it would have sent after its sleep, it never sends: 700 ms is past the 500 ms sleep.
     tokio::time::sleep(ms(700)).await;
     assert_eq!(hits(&server, "/").await, 1);
 }

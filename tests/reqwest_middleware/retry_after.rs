@@ -150,3 +150,60 @@ async fn retry_after_over_the_maximum_hands_the_response_back_at_once() {
     assert_eq!(response.text().await.unwrap(), "come back in two minutes");
     assert_eq!(hits(&server, "/").await, 1);
 }
+
+/// A server in process, the last middleware of a chain: the first attempt of each call (every odd
+/// request) answered `503` with `Retry-After: 1`, its retry `200`.
+struct BusyOnce(std::sync::atomic::AtomicU32);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for BusyOnce {
+    async fn handle(
+        &self,
+        _: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut response = http::Response::builder();
+        if n.is_multiple_of(2) {
+            response = response.status(503).header("retry-after", "1");
+        }
+        Ok(response.body("").unwrap().into())
+    }
+}
+
+/// The default `RetryAfterMode` is `Spread` (the README's and the docs' defaults): a `Retry-After`
+/// of 1 s is a floor, and the retries of 30 calls told it spread over the second after it. `Strict`
+/// would send every one at 1 s exactly; this test fails if the default changes, the enum's
+/// `#[default]` included (the builder takes it from there).
+#[tokio::test(start_paused = true)]
+async fn by_default_a_retry_after_is_a_floor_and_the_retries_spread_over_the_window_after_it() {
+    assert_eq!(RetryAfterMode::default(), RetryAfterMode::Spread);
+    let events = Events::default();
+    let policy = RetryPolicy::builder()
+        .seed(11)
+        .budget(None)
+        .on_retry(events.hook())
+        .build()
+        .unwrap();
+    let client = ClientBuilder::new(reqwest_client().build().unwrap())
+        .with(RetryMiddleware::new(policy))
+        .with(BusyOnce(Default::default()))
+        .build();
+    for _ in 0..30 {
+        let start = tokio::time::Instant::now();
+        let response = client.get("http://busy.test/").send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let waited = start.elapsed();
+        assert!(
+            (Duration::from_secs(1)..=ms(2000)).contains(&waited),
+            "{waited:?}"
+        );
+    }
+    let delays: Vec<Duration> = events.all().iter().map(|e| e.delay).collect();
+    assert_eq!(delays.len(), 30);
+    let above_the_floor = delays.iter().filter(|d| **d > ms(1050)).count();
+    assert!(above_the_floor >= 20, "spread: {delays:?}");
+    let (earliest, latest) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+    assert!(*latest - *earliest > ms(500), "{earliest:?}..{latest:?}");
+}

@@ -133,7 +133,8 @@ impl RetryPolicyBuilder {
                 max_elapsed: Some(RetryPolicy::DEFAULT_MAX_ELAPSED),
                 attempt_timeout: Some(RetryPolicy::DEFAULT_ATTEMPT_TIMEOUT),
                 max_retry_after: RetryPolicy::DEFAULT_MAX_RETRY_AFTER,
-                retry_after: RetryAfterMode::Spread,
+                // The enum's own `#[default]`: one place says what the default is.
+                retry_after: RetryAfterMode::default(),
                 idempotency: true,
                 backoff_on_refusal: false,
                 replay_buffer: RetryPolicy::DEFAULT_REPLAY_BUFFER,
