@@ -264,6 +264,7 @@ impl RetryState {
     /// throttling.
     pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
         self.record_hosts(attempt, request);
+        self.count_for_retry_throttling(attempt, request);
         if let Some(throttles) = &self.policy.shared.guards.throttles {
             let accepted = !attempt.outcome.is_retryable();
             throttles

@@ -1,7 +1,8 @@
 //! The guards shared by every request of a policy (and its clones): the table of hosts, the retry
-//! budget, the host cooldown and adaptive throttling.
+//! budget, the host cooldown, adaptive throttling and gRPC's retry throttling.
 
 pub(crate) mod budget;
 pub(crate) mod host_state;
 pub(crate) mod hosts;
+pub(crate) mod retry_throttling;
 pub(crate) mod throttle;
