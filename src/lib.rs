@@ -155,6 +155,7 @@
 
 mod attempt;
 pub mod classify;
+mod config;
 mod drive;
 mod engine;
 mod error;
@@ -191,6 +192,10 @@ pub use crate::signals::retry_after::parse_retry_after;
 pub use crate::signals::server_delay::server_delay;
 pub use crate::supervise::supervise;
 
+#[cfg(feature = "tonic")]
+pub use crate::config::service_config::{GrpcServiceConfig, ServiceConfigNotice};
+#[cfg(feature = "tonic")]
+pub use crate::error::{FieldProblem, ServiceConfigError};
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]

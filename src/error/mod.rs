@@ -4,10 +4,14 @@
 pub(crate) mod config;
 mod elapsed;
 mod rejected;
+#[cfg(feature = "tonic")]
+mod service_config;
 
 pub use config::ConfigError;
 pub use elapsed::Elapsed;
 pub use rejected::Rejected;
+#[cfg(feature = "tonic")]
+pub use service_config::{FieldProblem, ServiceConfigError};
 
 use std::fmt;
 use std::time::Duration;
