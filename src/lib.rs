@@ -192,8 +192,15 @@ pub use crate::signals::retry_after::parse_retry_after;
 pub use crate::signals::server_delay::server_delay;
 pub use crate::supervise::supervise;
 
+#[cfg(feature = "serde")]
+pub use crate::config::policy::{
+    AdaptiveThrottleConfig, BackoffConfig, BreakerConfig, BudgetConfig, GrpcConfig,
+    GrpcMethodConfig, PolicyConfig, ProbeBackoffConfig, ThrottleBackoffConfig,
+};
 #[cfg(feature = "tonic")]
 pub use crate::config::service_config::{GrpcServiceConfig, ServiceConfigNotice};
+#[cfg(feature = "serde")]
+pub use crate::error::PolicyConfigError;
 #[cfg(feature = "tonic")]
 pub use crate::error::{FieldProblem, ServiceConfigError};
 #[cfg(feature = "reqwest-middleware")]

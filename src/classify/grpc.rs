@@ -387,6 +387,12 @@ impl GrpcRules {
         }
     }
 
+    /// Each method's rule, by its name (`package.Service/Method`), in the order they were set.
+    #[cfg(feature = "serde")]
+    pub(crate) fn methods(&self) -> impl Iterator<Item = (&str, GrpcMethod)> {
+        self.methods.iter().map(|(name, rule)| (&**name, *rule))
+    }
+
     /// The rule of the method `name`, if it has one.
     pub(crate) fn rule(&self, name: GrpcName<'_>) -> Option<&GrpcMethod> {
         self.methods.iter().find_map(|(known, rule)| {

@@ -89,6 +89,12 @@ impl Guards {
         self.throttles.as_ref().map(Throttles::k)
     }
 
+    /// Adaptive throttling's window, if it is on.
+    #[cfg(feature = "serde")]
+    pub(crate) fn adaptive_throttle_window(&self) -> Option<Duration> {
+        self.throttles.as_ref().map(Throttles::window)
+    }
+
     pub(crate) fn seed(&self) -> u64 {
         self.streams.seed()
     }

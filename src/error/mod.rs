@@ -3,12 +3,16 @@
 
 pub(crate) mod config;
 mod elapsed;
+#[cfg(feature = "serde")]
+mod policy_config;
 mod rejected;
 #[cfg(feature = "tonic")]
 mod service_config;
 
 pub use config::ConfigError;
 pub use elapsed::Elapsed;
+#[cfg(feature = "serde")]
+pub use policy_config::PolicyConfigError;
 pub use rejected::Rejected;
 #[cfg(feature = "tonic")]
 pub use service_config::{FieldProblem, ServiceConfigError};
