@@ -137,7 +137,8 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
-//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; implies `tower`, `hyper`, `hyper-util` and `h2` |
+//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; gRPC's service config (`GrpcServiceConfig`, `RetryLayer::grpc_service_config`), read as C-core reads it; implies `tower`, `hyper`, `hyper-util` and `h2` |
+//! | `serde` | `PolicyConfig`: a policy's settings from a configuration file, in any serde format (the repository's `docs/configuration.md`) |
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.

@@ -428,10 +428,12 @@ pub(crate) async fn backoff_delays_fall_within_a6_s_ranges() {
          {below_half} of {} below half, all at most the ceiling | {low:.2} to {high:.2} of the ceiling |",
         fractions.len()
     );
-    // U[0, 1] of the ceiling: a mean near 0.5 and about half below it, over 32 draws.
-    assert!((0.3..=0.7).contains(&mean), "mean {mean}");
+    // U[0, 1] of the ceiling (a round trip of a few ms added): a mean near 0.5 and about half
+    // below it, over 32 draws; bounds at more than 3 standard deviations, for a test that does not
+    // fail by chance. C-core's waits, the ceiling ±20 %, would give a mean near 1 and none below.
+    assert!((0.3..=0.75).contains(&mean), "mean {mean}");
     assert!(
-        (8..=24).contains(&below_half),
+        (4..=26).contains(&below_half),
         "{below_half} of 32 below half"
     );
     assert!(low >= 0.75 && high <= 1.3, "C-core: {low}..{high}");
