@@ -138,7 +138,8 @@
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
 //! | `metrics` | counters and histograms of the retries through the `metrics` facade ([`metrics`]) |
-//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; implies `tower`, `hyper`, `hyper-util` and `h2` |
+//! | `tonic` | `RetryLayer::grpc` for tonic 0.14 clients, and `tonic::transport::Error` in the classifier; gRPC's service config (`GrpcServiceConfig`, `RetryLayer::grpc_service_config`), read as C-core reads it; implies `tower`, `hyper`, `hyper-util` and `h2` |
+//! | `serde` | `PolicyConfig`: a policy's settings from a configuration file, in any serde format (the repository's `docs/configuration.md`) |
 //! | `chaos` | fault injection for tests and staging: `chaos::ChaosLayer` (tower, over `http` types, a tonic `Channel` or `reqwest::Client`), `chaos::ChaosMiddleware` (with `reqwest-middleware`) |
 //! | `wiremock` | `wiremock::Script`: a wiremock responder that answers in order and says when each request came |
 //!
@@ -160,6 +161,7 @@ mod attempt;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod classify;
+mod config;
 mod drive;
 mod engine;
 mod error;
@@ -198,6 +200,17 @@ pub use crate::signals::retry_after::parse_retry_after;
 pub use crate::signals::server_delay::server_delay;
 pub use crate::supervise::supervise;
 
+#[cfg(feature = "serde")]
+pub use crate::config::policy::{
+    AdaptiveThrottleConfig, BackoffConfig, BreakerConfig, BudgetConfig, GrpcConfig,
+    GrpcMethodConfig, PolicyConfig, ProbeBackoffConfig, ThrottleBackoffConfig,
+};
+#[cfg(feature = "tonic")]
+pub use crate::config::service_config::{GrpcServiceConfig, ServiceConfigNotice};
+#[cfg(feature = "serde")]
+pub use crate::error::PolicyConfigError;
+#[cfg(feature = "tonic")]
+pub use crate::error::{FieldProblem, ServiceConfigError};
 #[cfg(feature = "reqwest-middleware")]
 pub use crate::reqwest::{RetryMiddleware, RetryReport};
 #[cfg(feature = "tower")]

@@ -374,6 +374,25 @@ impl GrpcRules {
         self.methods.push((name, rule));
     }
 
+    /// The same rules with `codes` for every method: a method's own codes are dropped, its mark of
+    /// idempotence kept (a gRPC service config's codes, which replace the builder's).
+    #[cfg(feature = "tonic")]
+    pub(crate) fn with_codes(&self, codes: GrpcCodes) -> Self {
+        let methods = self.methods.iter().filter(|(_, rule)| rule.idempotent);
+        Self {
+            codes,
+            methods: methods
+                .map(|(name, _)| (name.clone(), GrpcMethod::idempotent()))
+                .collect(),
+        }
+    }
+
+    /// Each method's rule, by its name (`package.Service/Method`), in the order they were set.
+    #[cfg(feature = "serde")]
+    pub(crate) fn methods(&self) -> impl Iterator<Item = (&str, GrpcMethod)> {
+        self.methods.iter().map(|(name, rule)| (&**name, *rule))
+    }
+
     /// The rule of the method `name`, if it has one.
     pub(crate) fn rule(&self, name: GrpcName<'_>) -> Option<&GrpcMethod> {
         self.methods.iter().find_map(|(known, rule)| {

@@ -159,7 +159,8 @@ pub struct RetryPolicy {
 /// together as they run.
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
-    pub(crate) guards: Guards,
+    /// Shared with the other policies of one gRPC service config (`RetryPolicy::derive`).
+    pub(crate) guards: Arc<Guards>,
 }
 
 /// The settings a policy was built with: read by the state machine, never written.

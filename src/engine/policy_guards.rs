@@ -22,6 +22,7 @@ use crate::guards::budget::{Account, RetryKind, Withdrawal};
 use crate::guards::host_state::HostStates;
 use crate::guards::hosts::Host;
 use crate::guards::latency::Latencies;
+use crate::guards::retry_throttling::RetryThrottling;
 use crate::guards::throttle::Throttles;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::observe::{log, metrics};
@@ -41,16 +42,21 @@ pub(crate) struct Guards {
     latencies: Option<Latencies>,
     /// Each host's adaptive throttle, when `adaptive_throttle` is on.
     pub(super) throttles: Option<Throttles>,
+    /// gRPC's retry throttling (A6's token bucket per server name), under a service config that
+    /// sets `retryThrottling`, in place of the budget.
+    pub(super) retry_throttling: Option<RetryThrottling>,
     streams: StreamSource,
 }
 
 impl Guards {
-    /// The guards of a policy just built: `throttle` is adaptive throttling's `k` and window.
+    /// The guards of a policy just built: `throttle` is adaptive throttling's `k` and window,
+    /// `retry_throttling` gRPC's `maxTokens` and `tokenRatio` in thousandths.
     pub(crate) fn new(
         budget: Option<RetryBudget>,
         host_cooldown: bool,
         breaker: Option<Breaker>,
         throttle: Option<(f64, Duration)>,
+        retry_throttling: Option<(u32, u64)>,
         seed: u64,
     ) -> Self {
         Self {
@@ -60,6 +66,8 @@ impl Guards {
             breaker,
             latencies: breaker.map(|_| Latencies::default()),
             throttles: throttle.map(|(k, window)| Throttles::new(k, window)),
+            retry_throttling: retry_throttling
+                .map(|(max_tokens, milli_ratio)| RetryThrottling::new(max_tokens, milli_ratio)),
             streams: StreamSource::new(seed),
         }
     }
@@ -88,6 +96,12 @@ impl Guards {
 
     pub(crate) fn adaptive_throttle(&self) -> Option<f64> {
         self.throttles.as_ref().map(Throttles::k)
+    }
+
+    /// Adaptive throttling's window, if it is on.
+    #[cfg(feature = "serde")]
+    pub(crate) fn adaptive_throttle_window(&self) -> Option<Duration> {
+        self.throttles.as_ref().map(Throttles::window)
     }
 
     pub(crate) fn seed(&self) -> u64 {
@@ -307,6 +321,12 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
         failure: Option<Reason>,
     ) -> Payment {
+        // gRPC's retry throttling, which takes the budget's place under a service config.
+        if let Some(throttling) = &self.policy.shared.guards.retry_throttling
+            && !throttling.of(request.and_then(Host::of)).allows()
+        {
+            return Payment::Refused;
+        }
         let Some(budget) = &self.policy.shared.guards.budget else {
             return Payment::Free;
         };
@@ -332,6 +352,28 @@ impl RetryState {
             budget.withdraw(kind, host, started)
         };
         withdrawal.map_or(Payment::Refused, Payment::Paid)
+    }
+
+    /// Tells gRPC's retry throttling, if the policy keeps it, how `attempt` ended (A6): a failure
+    /// worth retrying (a retryable status, or a pushback that refuses the retry) takes a token, a
+    /// success gives `tokenRatio` back, anything else, and an attempt retried transparently, nothing.
+    pub(super) fn count_for_retry_throttling(
+        &self,
+        attempt: &Attempt,
+        request: Option<&RequestView<'_>>,
+    ) {
+        let Some(throttling) = &self.policy.shared.guards.retry_throttling else {
+            return;
+        };
+        if attempt.transparent {
+            return;
+        }
+        let bucket = || throttling.of(request.and_then(Host::of));
+        match attempt.outcome {
+            crate::classify::Outcome::Success => bucket().succeeded(throttling.milli_ratio()),
+            outcome if outcome.is_retryable() => bucket().failed(),
+            _ => {}
+        }
     }
 
     /// Holds a retry's withdrawal until the retry is sent, or given back.

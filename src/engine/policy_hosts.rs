@@ -384,6 +384,7 @@ impl RetryState {
         if self.cut_by_caller {
             return;
         }
+        self.count_for_retry_throttling(attempt, request);
         if let Some(throttles) = &self.policy.shared.guards.throttles {
             let accepted = !attempt.outcome.is_retryable();
             throttles

@@ -6,13 +6,21 @@ pub(crate) mod config;
 mod elapsed;
 #[cfg(feature = "chaos")]
 mod injected;
+#[cfg(feature = "serde")]
+mod policy_config;
 mod rejected;
+#[cfg(feature = "tonic")]
+mod service_config;
 
 pub use config::ConfigError;
 pub use elapsed::Elapsed;
 #[cfg(feature = "chaos")]
 pub use injected::InjectedFault;
+#[cfg(feature = "serde")]
+pub use policy_config::PolicyConfigError;
 pub use rejected::Rejected;
+#[cfg(feature = "tonic")]
+pub use service_config::{FieldProblem, ServiceConfigError};
 
 use std::fmt;
 use std::time::Duration;

@@ -1,8 +1,10 @@
 //! The guards shared by every request of a policy (and its clones): the table of hosts, the retry
-//! budget, the host cooldown, the hosts' round trips (for the breaker) and adaptive throttling.
+//! budget, the host cooldown, the hosts' round trips (for the breaker), adaptive throttling and
+//! gRPC's retry throttling.
 
 pub(crate) mod budget;
 pub(crate) mod host_state;
 pub(crate) mod hosts;
 pub(crate) mod latency;
+pub(crate) mod retry_throttling;
 pub(crate) mod throttle;

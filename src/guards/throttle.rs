@@ -154,6 +154,12 @@ impl Throttles {
         self.k
     }
 
+    /// The window the throttles count over.
+    #[cfg(feature = "serde")]
+    pub(crate) const fn window(&self) -> Duration {
+        self.window
+    }
+
     /// The throttle of `host` (requests without one share a throttle).
     pub(crate) fn of(&self, host: Option<Host>) -> Arc<AdaptiveThrottle> {
         self.hosts

@@ -37,6 +37,7 @@ use crate::replay::{HttpReplay, ReplayFn};
 ///
 /// The inner service must be [`Clone`]: each request keeps a clone for its retries, and calls it only after
 /// `poll_ready` says it is ready. Put a `tower::buffer::Buffer` in front of a service that is not.
+// The inherent impl of `RetryLayer`: here, and `grpc_service_config` in `service_config.rs`.
 #[derive(Debug, Clone)]
 pub struct RetryLayer<R = HttpReplay> {
     policy: RetryPolicy,

@@ -5,7 +5,11 @@ mod future;
 pub(crate) mod layer;
 mod restarting;
 mod service;
+#[cfg(feature = "tonic")]
+mod service_config;
 
 pub use future::ResponseFuture;
 pub use restarting::{Restarting, RestartingFuture};
 pub use service::Retry;
+#[cfg(feature = "tonic")]
+pub use service_config::{ServiceConfigLayer, ServiceConfigRetry};

@@ -21,7 +21,7 @@ metadata scripts each call; every key is optional:
                    (default 0)
     x-size         bytes in each response message (default 16)
 
-Methods:
+Methods (`/ref.Other/Unary` is `/ref.Reference/Unary` under another service's name):
 
     /ref.Reference/Unary       unary: waits x-delay-ms; one of the first x-fail attempts of its id fails
                                with x-code before any message; the others answer x-size bytes.
@@ -68,6 +68,9 @@ from concurrent import futures
 import grpc
 
 SERVICE = "ref.Reference"
+# A second service, whose Unary is ref.Reference's: for a service config's names, which match by
+# service.
+OTHER = "ref.Other"
 
 
 class Log:
@@ -255,7 +258,7 @@ class Reference(grpc.GenericRpcHandler):
             self.arrivals[id] = attempt
         call = Call(self.log, method, metadata, attempt)
         self.log.write(event="arrive", metadata=printable(metadata), **call.fields())
-        if method == f"/{SERVICE}/Unary":
+        if method in (f"/{SERVICE}/Unary", f"/{OTHER}/Unary"):
             return grpc.unary_unary_rpc_method_handler(unary(call))
         if method == f"/{SERVICE}/Echo":
             return grpc.unary_unary_rpc_method_handler(echo(call))

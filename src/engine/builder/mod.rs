@@ -17,6 +17,8 @@ use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
 use hosts::check_breaker;
 
 mod grpc;
+#[cfg(feature = "tonic")]
+mod grpc_config;
 mod hosts;
 mod sending;
 mod throttling;
@@ -36,7 +38,7 @@ mod throttling;
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 // The inherent impl of `RetryPolicyBuilder`: the limits here, and a file of `builder/` for each group
-// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`.
+// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`, `grpc_config.rs`.
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
@@ -47,6 +49,8 @@ pub struct RetryPolicyBuilder {
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
     budget: Budget,
+    /// gRPC's retry throttling: `maxTokens`, and `tokenRatio` in thousandths (a service config's).
+    retry_throttling: Option<(u32, u64)>,
     seed: Option<u64>,
 }
 
@@ -151,6 +155,7 @@ impl RetryPolicyBuilder {
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             budget: Budget::Default,
+            retry_throttling: None,
             seed: None,
         }
     }
@@ -589,7 +594,14 @@ impl RetryPolicyBuilder {
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 settings: self.settings,
-                guards: Guards::new(budget, self.host_cooldown, self.breaker, throttle, seed),
+                guards: Arc::new(Guards::new(
+                    budget,
+                    self.host_cooldown,
+                    self.breaker,
+                    throttle,
+                    self.retry_throttling,
+                    seed,
+                )),
             }),
         })
     }
