@@ -173,3 +173,50 @@ async fn a_call_retried_twice_through_retry_middleware_is_one_call_span_and_thre
     .await;
     assert_one_call_three_attempts(&spans, "RetryMiddleware");
 }
+
+/// A call answered at its first attempt: neither the caller's span nor stagger's call span says it
+/// was resent, as OpenTelemetry's `http.request.resend_count` is set if and only if it was.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_sent_once_records_no_resend_count_through_either_adapter() {
+    let spans = exported(async {
+        let server = tower::service_fn(|_: http::Request<String>| async {
+            Ok::<_, Infallible>(http::Response::new(String::new()))
+        });
+        let request = http::Request::get("http://api.test/orders")
+            .body(String::new())
+            .unwrap();
+        let caller =
+            tracing::info_span!("caller", http.request.resend_count = tracing::field::Empty);
+        let client = RetryLayer::new(policy()).layer(server);
+        let response = client.oneshot(request).instrument(caller).await.unwrap();
+        assert_eq!(response.status(), 200);
+    })
+    .await;
+    let middleware = exported(async {
+        let client = ClientBuilder::new(reqwest::Client::new())
+            .with(RetryMiddleware::new(policy()))
+            .with(Server(AtomicU32::new(2)))
+            .build();
+        let caller =
+            tracing::info_span!("caller", http.request.resend_count = tracing::field::Empty);
+        let response = client
+            .get("http://api.test/orders")
+            .send()
+            .instrument(caller)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    })
+    .await;
+    for (adapter, spans) in [("RetryLayer", spans), ("RetryMiddleware", middleware)] {
+        assert!(spans.len() >= 3, "{adapter}: {spans:#?}");
+        for span in &spans {
+            assert_eq!(
+                attribute(span, "http.request.resend_count"),
+                None,
+                "{adapter}: {} records a resend count",
+                span.name
+            );
+        }
+    }
+}

@@ -168,9 +168,10 @@ pub(crate) fn stopped(
 ) {
     let resends = attempts.saturating_sub(1);
     // OpenTelemetry's attribute on the caller's request span, when it declares it (tower-http's
-    // `TraceLayer` with a span of one's own, reqwest-tracing's span): recorded once, at the end. A
-    // span without the field ignores it; without a subscriber, nothing is looked up.
-    if tracing::dispatcher::has_been_set() {
+    // `TraceLayer` with a span of one's own, reqwest-tracing's span): recorded once, at the end, and
+    // only when the request was sent again (the conventions set it if and only if it was). A span
+    // without the field ignores it; without a subscriber, nothing is looked up.
+    if resends > 0 && tracing::dispatcher::has_been_set() {
         tracing::Span::current().record("http.request.resend_count", i64::from(resends));
     }
     match failure {

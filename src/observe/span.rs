@@ -103,10 +103,13 @@ pub(crate) fn attempt<'a>(
 
 /// Records a call's resend count on the caller's span, when it declares the field.
 pub(crate) fn resends(caller: &Span, attempts: u32) {
-    caller.record(
-        "http.request.resend_count",
-        i64::from(attempts.saturating_sub(1)),
-    );
+    // Set if and only if the request was sent again, as OpenTelemetry's conventions ask.
+    if attempts > 1 {
+        caller.record(
+            "http.request.resend_count",
+            i64::from(attempts.saturating_sub(1)),
+        );
+    }
 }
 
 /// Records an attempt's answer on its span.
