@@ -3,6 +3,7 @@
 
 use std::future::{Future, poll_fn};
 use std::ops::ControlFlow;
+use std::panic::Location;
 use std::pin::pin;
 
 use crate::attempt::Attempt;
@@ -53,10 +54,28 @@ use crate::error::Error;
 /// # Ok(())
 /// # }
 /// ```
-pub async fn retry<T, E, Op, Fut, C>(
+#[track_caller]
+pub fn retry<T, E, Op, Fut, C>(
+    policy: &RetryPolicy,
+    operation: Op,
+    classify: C,
+) -> impl Future<Output = Result<T, Error<E>>>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: FnMut(&Result<T, E>) -> Outcome,
+{
+    // The place in the code it is called from keys the starting credit its timeouts may spend, as a
+    // host's keys a request's: operations built each with a policy of its own, at one place, share
+    // one credit, not one each.
+    run(policy, operation, classify, Location::caller())
+}
+
+async fn run<T, E, Op, Fut, C>(
     policy: &RetryPolicy,
     mut operation: Op,
     mut classify: C,
+    site: &'static Location<'static>,
 ) -> Result<T, Error<E>>
 where
     Op: FnMut() -> Fut,
@@ -83,7 +102,10 @@ where
             let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx, || None)).await;
             let judged = match &answered {
                 AttemptEnd::Answered(result) => Attempt::new(classify(result)),
-                AttemptEnd::TimedOut | AttemptEnd::Deadline => Attempt::timed_out(true),
+                AttemptEnd::TimedOut | AttemptEnd::Deadline => {
+                    call.credit_site(site);
+                    Attempt::timed_out(true)
+                }
             };
             // A failed result (a half-open connection, say) is dropped here, before the sleep.
             if let ControlFlow::Break(result) = call.decide_judged(judged, answered, None, true) {

@@ -421,6 +421,119 @@ async fn a_dead_host_s_spent_floor_stays_spent_when_16384_other_hosts_come_and_g
     assert_eq!(stop(&response), (0, Some(StopReason::Budget)));
 }
 
+/// A server whose `dead.test` answers `502` to everything, and every other host `502` to its first
+/// request and `200` after.
+fn dead_and_once_failing() -> impl tower::Service<
+    Request<()>,
+    Response = Response<()>,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone {
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    tower::service_fn(move |request: Request<()>| {
+        let host = request.uri().host().unwrap_or_default().to_owned();
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            let n = seen.entry(host.clone()).or_insert(0u32);
+            *n += 1;
+            *n
+        };
+        async move {
+            let status = match (host.as_str(), n) {
+                ("dead.test", _) | (_, 1) => StatusCode::BAD_GATEWAY,
+                _ => StatusCode::OK,
+            };
+            Ok(Response::builder().status(status).body(()).unwrap())
+        }
+    })
+}
+
+/// 10 000 other hosts' calls through `client`, each failing once (and retried, while the budget
+/// allows: past the 4 096 hosts a per-host budget keeps, the others share one account).
+async fn ten_thousand_others<S>(client: &S)
+where
+    S: tower::Service<Request<()>, Response = Response<()>> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    for n in 0..10_000 {
+        let request = Request::get(format!("http://h{n}.test/")).body(()).unwrap();
+        client.clone().oneshot(request).await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_host_s_spent_budget_and_its_being_down_survive_any_traffic_to_other_hosts() {
+    // Issue 35, item 6: a client that talks to many hosts within one window must not forget what a
+    // dead host spent, nor that it is down, whatever the other hosts do: here each of 10 000 fails
+    // once (each a host's entry and a route's in the breaker's table, and an account of its own)
+    // and answers its retry.
+    let get = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
+    let retries = |response: &Response<()>| {
+        let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+        (info.retries(), info.stop_reason())
+    };
+    // The budget, kept per host: two retries a second over 10 s, one a call.
+    let budget = stagger::RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_second(2)
+        .window(secs(10))
+        .per_host(true)
+        .build()
+        .unwrap();
+    let policy = RetryPolicy::builder()
+        .backoff(stagger::Backoff::fixed(Duration::from_millis(1)))
+        .max_retries(1)
+        .budget(budget)
+        .breaker(None)
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy).layer(dead_and_once_failing());
+    for _ in 0..20 {
+        let response = client.clone().oneshot(get("dead.test")).await.unwrap();
+        assert_eq!(retries(&response), (1, Some(StopReason::MaxRetries)));
+    }
+    let response = client.clone().oneshot(get("dead.test")).await.unwrap();
+    assert_eq!(retries(&response), (0, Some(StopReason::Budget)));
+    ten_thousand_others(&client).await;
+    let response = client.oneshot(get("dead.test")).await.unwrap();
+    assert_eq!(
+        retries(&response),
+        (0, Some(StopReason::Budget)),
+        "still spent within its window"
+    );
+
+    // The breaker, as by default: the dead host's path is down, and stays down.
+    let policy = RetryPolicy::builder()
+        .backoff(stagger::Backoff::fixed(Duration::from_millis(1)))
+        .max_retries(1)
+        .breaker(stagger::Breaker::fail_fast())
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy.clone()).layer(dead_and_once_failing());
+    for _ in 0..3 {
+        let _ = client.clone().oneshot(get("dead.test")).await;
+    }
+    assert!(matches!(
+        policy.route_state("dead.test", "/"),
+        stagger::HostState::Down { .. }
+    ));
+    ten_thousand_others(&client).await;
+    assert!(matches!(
+        policy.route_state("dead.test", "/"),
+        stagger::HostState::Down { .. }
+    ));
+    // The next call goes as the probe if one is due (the clock moved 10 s with the others' 1 ms
+    // backoffs), and gets the 502; the one after it fails fast.
+    if let Ok(response) = client.clone().oneshot(get("dead.test")).await {
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    }
+    let error = client.oneshot(get("dead.test")).await.unwrap_err();
+    assert_eq!(
+        error.rejected().map(|r| r.reason()),
+        Some(StopReason::HostDown)
+    );
+}
+
 /// What 1 000 requests cost a backend when each goes through a policy built for it (a client rebuilt
 /// per request), against the same requests through one shared policy: attempts per request, all sent
 /// at once. `answer` is how the backend meets each attempt; `budget` the budget each policy gets

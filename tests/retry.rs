@@ -119,3 +119,54 @@ async fn a_main_that_returns_the_error_prints_what_the_retries_did_and_the_inner
         "gave up after 21 attempts (max retries reached)"
     );
 }
+
+/// 1 000 operations of `stagger::retry` to a backend that times out, all at once, each through a
+/// policy built for it at one place in the code (`operation`), or all through one.
+async fn per_operation_policies(shared: bool) -> f64 {
+    let reached = AtomicU32::new(0);
+    let one = RetryPolicy::builder()
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let operation = |policy: RetryPolicy| {
+        let reached = &reached;
+        async move {
+            let hangs = || async {
+                reached.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<Result<(), ()>>().await
+            };
+            let _ = stagger::retry(&policy, hangs, |_| Outcome::Success).await;
+        }
+    };
+    let calls = (0..1000).map(|_| {
+        let policy = if shared {
+            one.clone()
+        } else {
+            RetryPolicy::builder()
+                .attempt_timeout(Duration::from_secs(1))
+                .build()
+                .unwrap()
+        };
+        operation(policy)
+    });
+    futures::future::join_all(calls).await;
+    f64::from(reached.load(Ordering::SeqCst)) / 1000.0
+}
+
+/// Issue 35, item 5: a policy built for each operation of `stagger::retry` brought a fresh starting
+/// credit with each (3.00 attempts an operation to a backend that times out, against 1.02 through
+/// one policy): an operation has no host, and its credit is now its call site's, the process's.
+#[tokio::test(start_paused = true)]
+async fn operations_built_each_with_a_policy_of_their_own_share_their_call_site_s_starting_credit()
+{
+    let each = per_operation_policies(false).await;
+    let shared = per_operation_policies(true).await;
+    assert!(
+        each <= 1.01,
+        "{each} attempts an operation, each with a policy of its own"
+    );
+    assert!(
+        shared <= 1.05,
+        "{shared} attempts an operation, through one policy"
+    );
+}

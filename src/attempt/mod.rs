@@ -307,6 +307,7 @@ impl Attempt {
     }
 
     /// Whether the attempt was answered by its host (a response of any status).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const fn is_answered(&self) -> bool {
         self.answered
     }

@@ -323,6 +323,7 @@ impl<Res, E> Call<Res, E> {
 
     /// How long the attempt just answered waited, if it waited, from when it first did; and the
     /// call forgets it.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn waited(&mut self) -> Option<Duration> {
         let since = std::mem::replace(&mut self.since, NOT_WAITING);
         if since == NOT_WAITING {
@@ -341,6 +342,12 @@ impl<Res, E> Call<Res, E> {
     /// The retries' state, to record what a hedged race set aside or started.
     pub(crate) fn retry_mut(&mut self) -> &mut RetryState {
         &mut self.retry
+    }
+
+    /// The call is `stagger::retry`'s, made at `site`, which keys the starting credit its timeouts
+    /// may spend.
+    pub(crate) fn credit_site(&mut self, site: &std::panic::Location<'_>) {
+        self.retry.credit_site(site);
     }
 
     /// Step 3, after an attempt of a request, of which `held` is what the adapter holds: judges how the
@@ -620,6 +627,7 @@ impl<Res, E> Call<Res, E> {
     /// The call's result when a guard refused its next attempt after it had one (its host found
     /// down, a pause outlasting the limits): the last answer, or the last error with its kind,
     /// `rejected`'s verdict in their `RetryInfo`; `rejected` itself when nothing was received.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn with_what_it_has(&mut self, rejected: crate::error::Rejected) -> Final<Res, E> {
         let info = rejected.info();
         match self.last.take().map(|kept| *kept) {

@@ -67,6 +67,7 @@ impl RetryState {
     }
 
     /// The call's hedging delay: its own, or its policy's.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn hedge_after(&self) -> Option<Duration> {
         (self.overrides().and_then(Overrides::hedge_after))
             .unwrap_or(self.policy.shared.settings.hedge_after)
@@ -74,6 +75,7 @@ impl RetryState {
 
     /// Whether the request may be sent again after an ambiguous failure: as its own overrides say,
     /// or as its method, its headers and the policy's rules say.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn is_idempotent(&self, request: &RequestView<'_>) -> bool {
         match self.overrides().and_then(Overrides::idempotent) {
             Some(idempotent) => idempotent,

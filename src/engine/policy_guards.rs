@@ -337,9 +337,12 @@ impl RetryState {
         // A call whose start is not known (an adapter of one's own, without a deadline) is judged
         // as if it started now.
         let started = self.started.unwrap_or_else(Instant::now);
-        // A timeout's retry may spend its host's starting credit.
+        // A timeout's retry may spend its host's starting credit; `stagger::retry`'s, which has no
+        // host, its call site's.
         let host = match kind {
-            RetryKind::Timeout => request.and_then(Host::of),
+            RetryKind::Timeout => request
+                .and_then(Host::of)
+                .or_else(|| self.delays.as_ref().and_then(|d| d.site)),
             RetryKind::Plain => None,
         };
         let withdrawal = if budget.per_host() {
@@ -374,6 +377,12 @@ impl RetryState {
             outcome if outcome.is_retryable() => bucket().failed(),
             _ => {}
         }
+    }
+
+    /// The call is `stagger::retry`'s, made at `site`: its timeouts may spend that place's starting
+    /// credit, the process's, whatever policy each of its calls is built with.
+    pub(crate) fn credit_site(&mut self, site: &std::panic::Location<'_>) {
+        Schedules::of(&mut self.delays, &self.policy.shared).site = Some(Host::site(site));
     }
 
     /// Holds a retry's withdrawal until the retry is sent, or given back.

@@ -345,6 +345,7 @@ impl RetryState {
 
     /// Learns that an attempt of `request` was answered after `took`, for the breaker's judgement of
     /// its host's silence.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
         if let (Some(latencies), Some(host)) = (
             self.policy.shared.guards.latencies(),

@@ -10,6 +10,7 @@ use crate::engine::policy::Shared;
 use tokio::time::Instant;
 
 use crate::engine::policy_guards::Tickets;
+use crate::guards::hosts::Host;
 
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
 /// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
@@ -38,6 +39,9 @@ pub(super) struct Schedules {
     pub(super) overrides: Option<Box<Overrides>>,
     /// How long a call a guard refused waits before it ends (`backoff_on_refusal`).
     pub(super) linger: Option<Duration>,
+    /// The place in the code that called `stagger::retry`, for a call without a host: whose
+    /// starting credit its timeouts may spend.
+    pub(super) site: Option<Host>,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -66,6 +70,7 @@ impl Schedules {
                 deadline: None,
                 overrides: None,
                 linger: None,
+                site: None,
             })
         })
     }

@@ -226,6 +226,7 @@ impl RetryState {
     }
 
     /// Hedged attempts started so far.
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) const fn hedges(&self) -> u32 {
         self.hedges
     }
@@ -480,6 +481,7 @@ impl RetryState {
     }
 
     /// When the deadline passes, starting its clock if it has not started.
+    #[cfg(feature = "tower")]
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.max_elapsed()?;
         self.started

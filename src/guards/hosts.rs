@@ -57,6 +57,16 @@ impl Host {
         Self(hasher.finish())
     }
 
+    /// The key of a place in the code that calls `stagger::retry`, which has no host: its starting
+    /// credit is that place's, whatever the policy each call is built with.
+    pub(crate) fn site(site: &std::panic::Location<'_>) -> Self {
+        let mut hasher = DefaultHasher::new();
+        hasher.write(site.file().as_bytes());
+        hasher.write_u32(site.line());
+        hasher.write_u32(site.column());
+        Self(hasher.finish())
+    }
+
     /// The route of `path` on this host: the host and the path, the key of what a gateway failure
     /// says (see the breaker). The query is not part of it.
     pub(crate) fn route(self, path: &str) -> Self {

@@ -2,4 +2,5 @@
 
 pub(crate) mod log;
 pub mod metrics;
+#[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod span;
