@@ -148,10 +148,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn report(response: reqwest::Response) -> reqwest::Result<()> {
-    let info = *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("RetryMiddleware records RetryInfo in every response");
+    let info = RetryInfo::of(response.extensions());
     let status = response.status();
     let body = response.text().await?;
     println!(

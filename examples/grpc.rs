@@ -164,8 +164,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let took = started.elapsed();
         match result {
             Ok(response) => {
+                // A call answered at its first attempt carries no RetryInfo.
                 let info = response.extensions().get::<RetryInfo>().copied();
-                let (attempts, hedges) = info.map_or((1, 0), |i| (i.attempts(), i.hedges()));
+                let info = info.unwrap_or(RetryInfo::FIRST_SUCCESS);
+                let (attempts, hedges) = (info.attempts(), info.hedges());
                 println!(
                     "  client: OK {:?} after {attempts} attempt(s), {hedges} hedge(s), in {took:.0?}",
                     response.get_ref().text

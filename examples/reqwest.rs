@@ -66,11 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let response = client.get(&url).send().await?;
     let elapsed = start.elapsed();
     let status = response.status();
-    let info = response
-        .extensions()
-        .get::<RetryInfo>()
-        .copied()
-        .expect("RetryMiddleware records RetryInfo in every response");
+    // Every response a retry touched carries its RetryInfo; one answered at its first attempt none.
+    let info = RetryInfo::of(response.extensions());
     println!("client: {status}: {:?}", response.text().await?);
     println!(
         "client: {} attempts, {:?} asleep, {:?} in all",

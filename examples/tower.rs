@@ -54,10 +54,7 @@ async fn main() -> Result<(), BoxError> {
     let response = service.oneshot(request).await?;
     let elapsed = start.elapsed();
 
-    let info = *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("the retry layer records RetryInfo in every response");
+    let info = RetryInfo::of(response.extensions());
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     println!(

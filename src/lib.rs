@@ -16,7 +16,8 @@
 //!     .build();
 //!
 //! let response = client.get("https://httpbin.org/status/503").send().await?;
-//! let info = response.extensions().get::<RetryInfo>().unwrap();
+//! // What the retries did (a response answered at its first attempt carries none: `of` says so).
+//! let info = RetryInfo::of(response.extensions());
 //! println!("{} after {} attempts", response.status(), info.attempts()); // 503, after at most 11 attempts and 30 s
 //! # Ok(())
 //! # }

@@ -33,7 +33,7 @@ use crate::replay::{HttpReplay, Judge, NextAttempt, Replay};
 ///     .with(RetryMiddleware::new(RetryPolicy::default()))
 ///     .build();
 /// let response = client.get("http://localhost:8080/").send().await?;
-/// let attempts = response.extensions().get::<RetryInfo>().map(RetryInfo::attempts);
+/// let attempts = RetryInfo::of(response.extensions()).attempts();
 /// # Ok(())
 /// # }
 /// ```
@@ -356,9 +356,12 @@ impl RetryMiddleware {
         let info = match &mut result {
             Ok(response) => {
                 let info = call.retry().info();
-                <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
-                    response, info,
-                );
+                // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
+                if info.worth_reporting() {
+                    <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
+                        response, info,
+                    );
+                }
                 info
             }
             Err(error) => {

@@ -438,7 +438,7 @@ mod extended_while_waiting {
         let arrivals = arrivals.lock().unwrap().clone();
         let (_, at) = arrivals.iter().find(|(path, _)| path == "/b").unwrap();
         assert!(*at >= ms(5600), "/b reached the server at {at:?}");
-        let info = *held.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = stagger::RetryInfo::of(held.extensions());
         assert!(info.cooldown() >= ms(5500), "{info:?}");
     }
 }

@@ -67,7 +67,7 @@ fn reqwest_client() -> reqwest::Client {
 }
 
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response.extensions().get::<RetryInfo>().unwrap()
+    RetryInfo::of(response.extensions())
 }
 
 mod middleware {

@@ -190,7 +190,7 @@ async fn a_retry_the_throttle_rejects_ends_the_call_with_the_last_response() {
         .unwrap();
     let client = RetryLayer::new(policy).layer(capacity_service(&server));
     let response = client.clone().oneshot(get()).await.unwrap();
-    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    let info = stagger::RetryInfo::of(response.extensions());
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(info.stop_reason(), Some(StopReason::Throttled));
     assert!(info.attempts() < 11, "{info:?}");
@@ -338,7 +338,7 @@ async fn flaky_host_after_a_dead_one(budget: stagger::RetryBudget) -> Option<Sto
     let mut spent = 0;
     for _ in 0..50 {
         let response = client.clone().oneshot(to("dead.test")).await.unwrap();
-        let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = stagger::RetryInfo::of(response.extensions());
         if info.stop_reason() == Some(StopReason::Budget) {
             spent += 1;
         }
@@ -348,7 +348,7 @@ async fn flaky_host_after_a_dead_one(budget: stagger::RetryBudget) -> Option<Sto
         "the dead host's calls stopped on the budget {spent} times of 50"
     );
     let response = client.oneshot(to("flaky.test")).await.unwrap();
-    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    let info = stagger::RetryInfo::of(response.extensions());
     info.stop_reason()
 }
 
@@ -399,7 +399,7 @@ async fn a_dead_host_s_spent_floor_stays_spent_when_16384_other_hosts_come_and_g
     let client = RetryLayer::new(policy).layer(server);
     let get = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
     let stop = |response: &Response<()>| {
-        let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = stagger::RetryInfo::of(response.extensions());
         (info.retries(), info.stop_reason())
     };
 
@@ -469,7 +469,7 @@ async fn a_dead_host_s_spent_budget_and_its_being_down_survive_any_traffic_to_ot
     // and answers its retry.
     let get = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
     let retries = |response: &Response<()>| {
-        let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = stagger::RetryInfo::of(response.extensions());
         (info.retries(), info.stop_reason())
     };
     // The budget, kept per host: two retries a second over 10 s, one a call.

@@ -77,11 +77,10 @@ fn client(policy: RetryPolicyBuilder) -> ClientWithMiddleware {
     client_with(reqwest_client().build().unwrap(), policy.build().unwrap())
 }
 
+/// What the retries of `response`'s call did: its `RetryInfo`, or, for a success at the first
+/// attempt, which carries none, `RetryInfo::FIRST_SUCCESS`.
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("the final response carries RetryInfo")
+    RetryInfo::of(response.extensions())
 }
 
 /// How many requests the server received for `route`.

@@ -84,11 +84,10 @@ fn delays(events: &Mutex<Vec<RetryEvent>>) -> Vec<Duration> {
     events.lock().unwrap().iter().map(|e| e.delay).collect()
 }
 
+/// What the retries of `response`'s call did: its `RetryInfo`, or, for a success at the first
+/// attempt, which carries none, `RetryInfo::FIRST_SUCCESS`.
 fn info<B>(response: &Response<B>) -> RetryInfo {
-    *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("RetryInfo in the final response's extensions")
+    RetryInfo::of(response.extensions())
 }
 
 /// When each attempt reached the server.

@@ -389,8 +389,7 @@ impl Caller {
                 Box::pin(async move {
                     match service.oneshot(request).await {
                         Ok(response) => {
-                            let info = response.extensions().get::<RetryInfo>();
-                            let info = *info.expect("the layer's RetryInfo");
+                            let info = RetryInfo::of(response.extensions());
                             Outcome::stagger(Some(response.status()), info)
                         }
                         Err(error) => Outcome::stagger(None, error.info()),

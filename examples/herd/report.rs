@@ -25,7 +25,7 @@ impl Finish {
         Self {
             at: start.elapsed(),
             ok: response.status() == StatusCode::OK,
-            attempts: (response.extensions().get::<RetryInfo>()).map_or(0, RetryInfo::attempts),
+            attempts: RetryInfo::of(response.extensions()).attempts(),
         }
     }
 }

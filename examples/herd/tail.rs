@@ -249,11 +249,8 @@ async fn simulate(row: &Row, scenario: &Scenario, hedge_after: Option<Duration>)
                     let ended = service.oneshot(get).await;
                     let (ok, info) = match ended {
                         Ok(response) => {
-                            let info = response.extensions().get::<RetryInfo>().copied();
-                            (
-                                response.status() == StatusCode::OK,
-                                info.unwrap_or_default(),
-                            )
+                            let info = RetryInfo::of(response.extensions());
+                            (response.status() == StatusCode::OK, info)
                         }
                         Err(error) => (false, error.info()),
                     };

@@ -105,10 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn report(what: &str, response: &reqwest::Response, start: Instant) {
-    let info = response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("stagger's RetryInfo");
+    let info = RetryInfo::of(response.extensions());
     println!(
         "{what}: {} after {} attempt(s), {:?} asleep, {:.2?} in all",
         response.status(),

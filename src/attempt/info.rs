@@ -308,6 +308,45 @@ impl RetryInfo {
         self.stop
     }
 
+    /// What a call answered with a success at its first attempt did: one attempt, no sleep, stopped
+    /// for [`Success`](StopReason::Success).
+    ///
+    /// Such a call's response carries no `RetryInfo`: putting one into a response's extensions
+    /// allocates them (two allocations and a hash map), which was most of what the retry layer cost a
+    /// healthy call. [`of`](Self::of) reads a response's, this when it has none.
+    pub const FIRST_SUCCESS: Self = Self {
+        attempts: 1,
+        transparent: 0,
+        slept: Duration::ZERO,
+        cooldown: Duration::ZERO,
+        hedges: 0,
+        stop: Some(StopReason::Success),
+    };
+
+    /// What the call of a response did, from the response's extensions: the `RetryInfo` the
+    /// adapter put there, or [`FIRST_SUCCESS`](Self::FIRST_SUCCESS) when there is none (a call
+    /// answered with a success at its first attempt, which the adapters do not mark). Works for
+    /// `http::Response` and `reqwest::Response` alike (`response.extensions()`).
+    ///
+    /// ```
+    /// use stagger::{RetryInfo, StopReason};
+    ///
+    /// let first_try = http::Response::new(());
+    /// assert_eq!(RetryInfo::of(first_try.extensions()), RetryInfo::FIRST_SUCCESS);
+    /// assert_eq!(RetryInfo::of(first_try.extensions()).stop_reason(), Some(StopReason::Success));
+    /// ```
+    pub fn of(extensions: &http::Extensions) -> Self {
+        extensions
+            .get::<Self>()
+            .copied()
+            .unwrap_or(Self::FIRST_SUCCESS)
+    }
+
+    /// Whether it is worth a response's extensions: anything but a success at the first attempt.
+    pub(crate) fn worth_reporting(&self) -> bool {
+        *self != Self::FIRST_SUCCESS
+    }
+
     /// No attempt made, stopped for `reason`.
     #[cfg(feature = "tower")]
     pub(crate) const fn stopped_before_sending(reason: StopReason) -> Self {

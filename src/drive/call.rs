@@ -291,15 +291,15 @@ impl<Res, E> Call<Res, E> {
             if silence != Silence::Due {
                 break;
             }
-            // Silent long past what its host takes: the host's failure, now; then the attempt's
-            // own limit, from when it started.
+            // Silent long past what its host takes, while the host answered nothing else: the
+            // host's failure, now; then the attempt's own limit, from when it started.
             let view = view();
-            self.retry.count_silence(view.as_ref());
-            silence = Silence::Counted;
             let start = self
                 .retry
                 .at_offset(self.since)
                 .unwrap_or_else(Instant::now);
+            self.retry.count_silence(view.as_ref(), start);
+            silence = Silence::Counted;
             let cut = self.retry.attempt_limits(view.as_ref(), start).cut;
             limit = cut.map(|(_, limit, own)| (limit, own));
             if let Some((at, ..)) = cut {

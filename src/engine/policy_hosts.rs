@@ -286,9 +286,10 @@ impl RetryState {
 
     /// What the breaker sets of the time limits of an attempt of `request` that started waiting at
     /// `start`: when its silence becomes its host's failure (eight round trips of the host, and at
-    /// least 400 ms), and, for a probe of a down host, when the probe gives up (eight round trips,
-    /// and at least 20 ms; every fourth probe waits the attempt's own limit). `None` for either
-    /// without a breaker, without a host, or while the host's round trip is not known.
+    /// least a second, if the host answers nothing else meanwhile), and, for a probe of a down host
+    /// whose calls fail fast, when the probe gives up (eight round trips, and at least 20 ms; every
+    /// fourth probe waits the attempt's own limit). `None` for either without a breaker, without a
+    /// host, or while the host's round trip is not known.
     pub(crate) fn breaker_limits(
         &self,
         request: Option<&RequestView<'_>>,
@@ -297,12 +298,16 @@ impl RetryState {
         let Some(latencies) = self.policy.shared.guards.latencies() else {
             return (None, None);
         };
-        let Some(host) = request.and_then(Host::of) else {
+        let Some(host) = request.and_then(Place::of).map(|place| place.host) else {
             return (None, None);
         };
+        // A quick probe only where calls fail fast: a call held for its host waits for it in any
+        // case, and its probe is better given the attempt's whole limit, lest a host that is back,
+        // but slower than it was, be cut short and judged down still.
+        let fails_fast = guards_fail_fast(&self.policy);
         let probe = (self.delays.as_ref())
             .and_then(|d| d.hosts.down)
-            .filter(|ticket| ticket.is_probe())
+            .filter(|ticket| fails_fast && ticket.is_probe())
             .and_then(|ticket| latencies.probe(host, ticket.probe_number()))
             .and_then(|wait| start.checked_add(wait));
         let silence = latencies
@@ -311,19 +316,26 @@ impl RetryState {
         (silence, probe)
     }
 
-    /// The attempt in flight has gone unanswered long past what its host takes: its silence is the
-    /// host's failure, now; its end, whatever it is, says nothing more of the host but an answer.
-    pub(crate) fn count_silence(&mut self, request: Option<&RequestView<'_>>) {
-        if self.silence_counted || self.policy.shared.guards.breaker().is_none() {
-            return;
-        }
-        self.silence_counted = true;
-        let Some(hosts) = self.policy.shared.guards.hosts() else {
+    /// The attempt in flight, which started waiting at `since`, has gone unanswered long past what
+    /// its host takes: if the host has answered no other attempt since, its silence is the host's
+    /// failure, now, and its end, whatever it is, says nothing more of the host but an answer. A host
+    /// that answers others meanwhile (slower, loaded) is not silent, and the attempt's end is
+    /// judged as it comes.
+    pub(crate) fn count_silence(&mut self, request: Option<&RequestView<'_>>, since: Instant) {
+        let guards = &self.policy.shared.guards;
+        let (Some(hosts), Some(latencies)) = (guards.hosts(), guards.latencies()) else {
             return;
         };
+        if self.silence_counted {
+            return;
+        }
         let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
             return;
         };
+        if latencies.answered_since(place.host, since) {
+            return;
+        }
+        self.silence_counted = true;
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
         let names = || {
             let path = view.path().unwrap_or("/");
@@ -347,10 +359,11 @@ impl RetryState {
     /// its host's silence.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
-        if let (Some(latencies), Some(host)) = (
+        if let (Some(latencies), Some(place)) = (
             self.policy.shared.guards.latencies(),
-            request.and_then(Host::of),
+            request.and_then(Place::of),
         ) {
+            let host = place.host;
             latencies.sample(host, took);
         }
     }
@@ -474,6 +487,11 @@ fn evidence(attempt: &Attempt) -> Evidence {
         _ if attempt.answered || attempt.outcome == Outcome::Success => Evidence::Answered,
         _ => Evidence::Nothing,
     }
+}
+
+/// Whether the policy's breaker fails calls to a down host fast.
+fn guards_fail_fast(policy: &RetryPolicy) -> bool {
+    (policy.shared.guards.breaker()).is_some_and(|breaker| breaker.hold_bound().is_none())
 }
 
 /// Reports a change of a host's health: an event and a metric.

@@ -457,6 +457,15 @@ impl RetryState {
     /// The deadline passed while an attempt was in flight, which counts as made.
     pub(crate) fn cut_by_deadline(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
+        // A deadline the caller set, tighter than the policy's (a gRPC call's `grpc-timeout`, which
+        // the channel's own timer may have enforced first), is the caller's limit, not the host's.
+        let policy = self.policy.shared.settings.max_elapsed;
+        if self
+            .max_elapsed()
+            .is_some_and(|deadline| policy.is_none_or(|policy| deadline < policy))
+        {
+            self.cut_by_caller = true;
+        }
         // To adaptive throttling, an answer not had in time; to the breaker, a failure. Neither, for
         // a deadline of the caller's own, tighter than the policy's.
         if !self.cut_by_caller {

@@ -210,6 +210,28 @@ impl fmt::Display for Rejected {
                 host,
                 route: None,
                 probed: true,
+            } if host.is_empty() => {
+                return write!(
+                    f,
+                    "not sent: the host is down, next probe in {:?}",
+                    self.pause
+                );
+            }
+            Cause::HostDown {
+                host,
+                route: Some(route),
+                probed: true,
+            } if host.is_empty() => {
+                return write!(
+                    f,
+                    "not sent: {route} is down (its gateway failures), next probe in {:?}",
+                    self.pause
+                );
+            }
+            Cause::HostDown {
+                host,
+                route: None,
+                probed: true,
             } => {
                 return write!(
                     f,

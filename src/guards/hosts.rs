@@ -32,6 +32,9 @@ impl Host {
     /// The host a user names, `name` or `name:port` (`[::1]:8080` for an IPv6 address), and its name
     /// as the reports write it (lower case, a default port left out); `None` if it names no host.
     pub(crate) fn named(authority: &str) -> Option<(Self, Box<str>)> {
+        if authority.is_empty() {
+            return Some((Self::unnamed(), Box::from("")));
+        }
         let authority: http::uri::Authority = authority.parse().ok()?;
         let name = authority.host().to_ascii_lowercase();
         if name.is_empty() {
@@ -45,6 +48,12 @@ impl Host {
             None => name.clone(),
         };
         Some((Self::hash(&name, port), shown.into_boxed_str()))
+    }
+
+    /// The host of the requests that name none: a tonic client made without an origin sends a path
+    /// alone, and its `Channel` adds the origin beneath the retry layer. Its name is empty.
+    pub(crate) fn unnamed() -> Self {
+        Self::hash("", None)
     }
 
     fn hash(name: &str, port: Option<u16>) -> Self {

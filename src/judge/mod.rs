@@ -28,7 +28,7 @@ use http::http_signals;
 /// use stagger::RetryInfo;
 ///
 /// fn describe(response: &impl HttpResponse) -> String {
-///     let attempts = response.extensions().get::<RetryInfo>().map_or(1, RetryInfo::attempts);
+///     let attempts = RetryInfo::of(response.extensions()).attempts();
 ///     format!("{} after {attempts} attempt(s)", response.status())
 /// }
 ///

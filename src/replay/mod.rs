@@ -343,7 +343,9 @@ pub trait Judge<Req, Res, E>: Replay<Req> {
         result: &Result<Res, E>,
     ) -> Attempt;
 
-    /// Records what the retries did in the response the call ends with (for HTTP, in its extensions).
+    /// Records what the retries did in the response the call ends with (for HTTP, in its
+    /// extensions). Not called for a call answered with a success at its first attempt, whose
+    /// response is left as it came ([`RetryInfo::FIRST_SUCCESS`]).
     fn report(response: &mut Res, info: RetryInfo);
 
     /// An answer's HTTP status, for its attempt's span (`http.response.status_code`); `None`, the

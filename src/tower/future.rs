@@ -301,8 +301,12 @@ where
             {
                 result = Ok(response);
             }
-            if let Ok(response) = &mut result {
-                R::report(response, this.call.retry().info());
+            // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
+            let info = this.call.retry().info();
+            if let Ok(response) = &mut result
+                && info.worth_reporting()
+            {
+                R::report(response, info);
             }
             if let Some(caller) = caller {
                 span::resends(caller, this.call.retry().attempts());

@@ -27,7 +27,8 @@ use crate::replay::{HttpReplay, ReplayFn};
 ///     });
 /// let response = service.oneshot(Request::new(String::new())).await.unwrap();
 /// assert_eq!(response.status(), StatusCode::OK);
-/// assert_eq!(response.extensions().get::<RetryInfo>().unwrap().attempts(), 1);
+/// // Answered at its first attempt: no `RetryInfo` in the response, `RetryInfo::of` says so.
+/// assert_eq!(RetryInfo::of(response.extensions()), RetryInfo::FIRST_SUCCESS);
 /// # }
 /// ```
 ///

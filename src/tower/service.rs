@@ -54,7 +54,7 @@ impl<S, R> Retry<S, R> {
     /// let inner = service_fn(ok);
     /// let mut service = Retry::new(inner, RetryPolicy::default(), HttpReplay);
     /// let response = service.ready().await.unwrap().call(http::Request::new(())).await.unwrap();
-    /// assert_eq!(response.extensions().get::<RetryInfo>().unwrap().attempts(), 1);
+    /// assert_eq!(RetryInfo::of(response.extensions()).attempts(), 1);
     /// # }
     /// ```
     pub const fn new(inner: S, policy: RetryPolicy, replay: R) -> Self {

@@ -350,10 +350,7 @@ async fn beneath_the_retry_layer_each_attempt_meets_the_rules_and_above_it_the_c
         .service_fn(upstream);
     let response = client.oneshot(get("/")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        response.extensions().get::<RetryInfo>().unwrap().attempts(),
-        3
-    );
+    assert_eq!(RetryInfo::of(response.extensions()).attempts(), 3);
     assert_eq!(chaos.counts().calls(), 3);
 
     // Above: the caller meets the refusal; the retry layer beneath never saw the call.

@@ -379,11 +379,10 @@ impl Client {
     }
 }
 
+/// What the retries of `response`'s call did: its `RetryInfo`, or, for a success at the first
+/// attempt, which carries none, `RetryInfo::FIRST_SUCCESS`.
 pub fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("the final response carries RetryInfo")
+    RetryInfo::of(response.extensions())
 }
 
 /// Records every retry a policy decides.

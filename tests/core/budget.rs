@@ -275,7 +275,7 @@ async fn a_shared_budget_limits_two_retry_layers_together() {
         })
     }
     fn info(response: &http::Response<()>) -> stagger::RetryInfo {
-        *response.extensions().get::<stagger::RetryInfo>().unwrap()
+        stagger::RetryInfo::of(response.extensions())
     }
 
     let shared = budget_of_one();

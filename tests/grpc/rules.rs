@@ -72,7 +72,7 @@ fn grpc(status: Option<u32>, headers: &[(&'static str, &'static str)]) -> http::
 
 fn info(result: &Result<http::Response<String>, stagger::Error<std::io::Error>>) -> RetryInfo {
     match result {
-        Ok(response) => *response.extensions().get::<RetryInfo>().unwrap(),
+        Ok(response) => RetryInfo::of(response.extensions()),
         Err(error) => error.info(),
     }
 }

@@ -117,7 +117,7 @@ async fn send(
         }
     };
     let status = response.status();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = RetryInfo::of(response.extensions());
     let body = response.text().await.unwrap();
     (status, body, info, took)
 }

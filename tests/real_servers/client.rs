@@ -80,7 +80,7 @@ impl Client {
                     .await;
                 // A response carries its RetryInfo; for an error, the request's extensions do.
                 let info = match &result {
-                    Ok(response) => response.extensions().get::<RetryInfo>().copied(),
+                    Ok(response) => Some(RetryInfo::of(response.extensions())),
                     Err(_) => extensions.get::<RetryInfo>().copied(),
                 };
                 (result.map_err(CallError::Middleware), info)
@@ -88,7 +88,7 @@ impl Client {
             Retrying::Layer(service) => {
                 let result = service.clone().oneshot(request).await;
                 let info = match &result {
-                    Ok(response) => response.extensions().get::<RetryInfo>().copied(),
+                    Ok(response) => Some(RetryInfo::of(response.extensions())),
                     Err(error) => Some(error.info()),
                 };
                 (result.map_err(CallError::Layer), info)

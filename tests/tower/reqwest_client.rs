@@ -32,10 +32,7 @@ async fn send(
 }
 
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
-        .extensions()
-        .get::<RetryInfo>()
-        .expect("RetryInfo in the final response's extensions")
+    RetryInfo::of(response.extensions())
 }
 
 /// A port nothing listens on.

@@ -110,7 +110,7 @@ where
             *request.uri_mut() = Uri::from_static(URI);
             let why = match service.oneshot(request).await {
                 Ok(response) if response.status() == StatusCode::OK => None,
-                Ok(response) => Some(why(response.extensions().get::<stagger::RetryInfo>())),
+                Ok(response) => Some(why(Some(&stagger::RetryInfo::of(response.extensions())))),
                 Err(error) => Some(why(Some(&error.info()))),
             };
             ended.borrow_mut().push(Call {

@@ -109,11 +109,10 @@ fn the_breaker_spares_a_dead_host_and_the_peers_behave_as_their_rules_say() {
         let share = outlier.down_attempts as f64 / none.down_attempts as f64;
         assert!((0.98..1.02).contains(&share), "{case:?}: {share}");
     }
-    // A hung attempt of a host that answered in milliseconds is its host's failure once it has
-    // been silent for 400 ms, before its attempt timeout (500 ms) ends it.
+    // A hung attempt takes its timeout (500 ms) to fail: its host's silence would count only after
+    // a second, however fast the host answered before.
     let hung = line(&lines, Case::DropsSyns, "stagger, breaker fail fast");
-    let trip = hung.figures.trip.expect("tripped");
-    assert!((ms(400)..ms(500)).contains(&trip), "{trip:?}");
+    assert!(hung.figures.trip >= Some(ms(500)));
     // A restart is ridden out by holding: every call succeeds.
     let hold = &line(&lines, Case::Restarts, "stagger defaults, hold 10 s").figures;
     assert_eq!(hold.ok_all(), 1.0);

@@ -74,8 +74,7 @@ impl Client {
             };
             match ended {
                 Ok(response) => {
-                    let info = response.extensions().get::<RetryInfo>();
-                    let attempts = info.map_or(0, RetryInfo::attempts);
+                    let attempts = RetryInfo::of(response.extensions()).attempts();
                     (response.status() == StatusCode::OK, attempts)
                 }
                 Err(info) => (false, info.attempts()),

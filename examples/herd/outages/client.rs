@@ -97,11 +97,8 @@ impl Client {
                 *request.uri_mut() = uri;
                 let (ok, info) = match layer.layer(server).oneshot(request).await {
                     Ok(response) => {
-                        let info = response.extensions().get::<RetryInfo>().copied();
-                        (
-                            response.status() == StatusCode::OK,
-                            info.unwrap_or_default(),
-                        )
+                        let info = RetryInfo::of(response.extensions());
+                        (response.status() == StatusCode::OK, info)
                     }
                     // The proxy always answers at once, but a time limit of some future default
                     // might still end a call with an error: it failed, with the attempts it made.

@@ -90,9 +90,16 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// The place of `request`, if it names a host.
+    /// The place of `request`, if it names a host. A gRPC call that names none (a tonic client made
+    /// without an origin, whose `Channel` adds the origin beneath the retry layer) is at the unnamed
+    /// host, one for all such calls of a policy: its routes (its methods' paths) tell its methods
+    /// apart. Any other request without a host has no place.
     pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
-        let host = Host::of(request)?;
+        let host = match Host::of(request) {
+            Some(host) => host,
+            None if request.grpc_method().is_some() => Host::unnamed(),
+            None => return None,
+        };
         Some(Self {
             host,
             route: Some(host.route(request.path().unwrap_or("/"))),
