@@ -118,7 +118,51 @@ fn variants() -> Vec<(&'static str, Variant)> {
     let variants = retry_variants().into_iter();
     #[cfg(feature = "chaos")]
     let variants = variants.chain(chaos::variants());
+    #[cfg(feature = "metrics")]
+    let variants = variants.chain(recorded::variants());
     variants.collect()
+}
+
+/// With the feature `metrics`, stagger's rows with a recorder installed: a global one, as an
+/// application installs its exporter's (metrics-util's `DebuggingRecorder`, a registry of atomic
+/// handles looked up by key). Installed by the variant's first run, so measure them alone
+/// (`--instructions`, which runs each variant in a process of its own, installing it before any
+/// policy is built, as an application installs its exporter first thing); without a recorder, the
+/// `tower/stagger` and `reqwest/stagger` rows are what the feature costs.
+#[cfg(feature = "metrics")]
+mod recorded {
+    use super::*;
+
+    pub(super) fn install() {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let recorder = metrics_util::debugging::DebuggingRecorder::new();
+            metrics::set_global_recorder(recorder).expect("no recorder installed before");
+        });
+    }
+
+    pub(super) fn variants() -> Vec<(&'static str, Variant)> {
+        let tower =
+            tower_variant(RetryLayer::new(RetryPolicy::default()).layer(Ok200 { conn: false }));
+        let retry = RetryMiddleware::new(RetryPolicy::default());
+        let reqwest = reqwest_variant(chain(Some(Arc::new(retry)), false));
+        vec![
+            (
+                "tower/stagger_recorded",
+                Box::new(move |rt, n| {
+                    install();
+                    tower(rt, n)
+                }),
+            ),
+            (
+                "reqwest/stagger_recorded",
+                Box::new(move |rt, n| {
+                    install();
+                    reqwest(rt, n)
+                }),
+            ),
+        ]
+    }
 }
 
 fn retry_variants() -> Vec<(&'static str, Variant)> {
@@ -304,6 +348,13 @@ mod chaos {
 }
 
 fn main() {
+    // A process that has had a second thread, as every program on tokio's multi-threaded runtime
+    // or with a blocking pool has: glibc's malloc takes its multi-threaded paths from the first
+    // thread on, and a row whose code started one (stagger's `metrics`, learning which recorder
+    // lasts) would otherwise pay for them against rows that never did.
+    std::thread::spawn(|| {})
+        .join()
+        .expect("a thread that does nothing");
     let args: Vec<String> = std::env::args().skip(1).collect();
     // `cargo bench` passes `--bench` to every bench.
     let args: Vec<&str> = (args.iter().map(String::as_str))
@@ -327,6 +378,10 @@ fn main() {
 
 /// Runs one variant `n` times, alone: what callgrind measures.
 fn only(name: &str, n: usize) {
+    #[cfg(feature = "metrics")]
+    if name.ends_with("_recorded") {
+        recorded::install();
+    }
     let rt = common::runtime();
     let (_, variant) = (variants().into_iter())
         .find(|(v, _)| *v == name)

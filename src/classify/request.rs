@@ -180,6 +180,24 @@ impl<'a> RequestView<'a> {
         }
     }
 
+    /// Whatever names the request's target, as sent, cheap to read: the URI's authority (port and
+    /// any user info included), else the `Host` header's bytes; the URL's host. Not a host name:
+    /// for hashing what is known of a request's host without parsing it.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn target_bytes(&self) -> &'a [u8] {
+        match self.target {
+            Target::Uri(uri) => match uri.authority() {
+                Some(authority) => authority.as_str().as_bytes(),
+                None => self
+                    .headers
+                    .and_then(|headers| headers.get(http::header::HOST))
+                    .map_or(&[], |value| value.as_bytes()),
+            },
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => url.host_str().unwrap_or_default().as_bytes(),
+        }
+    }
+
     /// The `Host` header, split into its host and port, for a target without an authority.
     fn host_header(&self) -> Option<(&'a str, Option<u16>)> {
         let value = self.headers?.get(http::header::HOST)?.to_str().ok()?;

@@ -112,7 +112,12 @@ pub const RESTARTS_GIVEN_UP: &str = "stagger.restarts.given_up";
 
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) use imp::hedge;
-pub(crate) use imp::{call_ended, cooldown_wait, host_state, restart, restarts_given_up, retry};
+pub(crate) use imp::{
+    call_ended, cooldown_wait, host_state, prepare, restart, restarts_given_up, retry,
+};
+
+#[cfg(feature = "metrics")]
+mod handles;
 
 #[cfg(feature = "metrics")]
 mod imp {
@@ -125,6 +130,7 @@ mod imp {
         Label, SharedString, Unit, counter, describe_counter, describe_histogram, histogram,
     };
 
+    use super::handles;
     use super::*;
     use crate::attempt::RestartEvent;
     use crate::attempt::StopReason;
@@ -340,6 +346,11 @@ mod imp {
         counter!(HEDGES, labels(view)).increment(1);
     }
 
+    /// Readies what calls record to, as a policy is built.
+    pub(crate) fn prepare() {
+        handles::learn_lasting();
+    }
+
     pub(crate) fn call_ended(
         view: Option<&RequestView<'_>>,
         attempts: u32,
@@ -347,20 +358,45 @@ mod imp {
         stop: StopReason,
         failure: Option<Reason>,
     ) {
+        describe();
+        handles::with_call_handles(
+            series_of(view),
+            || labels(view),
+            |handles| {
+                handles.attempts.increment(u64::from(attempts));
+                handles.call_attempts.record(f64::from(attempts));
+                handles.call_slept.record(slept.as_secs_f64());
+            },
+        );
+        // The rest is a failure's: its labels are made as it comes.
+        let refused = match stop {
+            StopReason::Budget => Some(BUDGET_REFUSALS),
+            StopReason::Throttled => Some(THROTTLE_REJECTIONS),
+            _ => None,
+        };
+        if refused.is_none() && failure.is_none() {
+            return;
+        }
         let labels = labels(view);
-        counter!(ATTEMPTS, labels.clone()).increment(u64::from(attempts));
-        histogram!(CALL_ATTEMPTS, labels.clone()).record(f64::from(attempts));
-        histogram!(CALL_SLEPT, labels.clone()).record(slept.as_secs_f64());
-        match stop {
-            StopReason::Budget => counter!(BUDGET_REFUSALS, labels.clone()).increment(1),
-            StopReason::Throttled => counter!(THROTTLE_REJECTIONS, labels.clone()).increment(1),
-            _ => {}
+        if let Some(refused) = refused {
+            counter!(refused, labels.clone()).increment(1);
         }
         if failure.is_some() {
             let mut labels = labels;
             labels.push(Label::from_static_parts("stop.reason", stop.as_str()));
             status_code(&mut labels, failure);
             counter!(CALLS_GIVEN_UP, labels).increment(1);
+        }
+    }
+
+    /// What `view`'s labels are made of.
+    fn series_of<'a>(view: Option<&RequestView<'a>>) -> handles::Series<'a> {
+        let Some(view) = view else {
+            return handles::Series::NONE;
+        };
+        match view.grpc_method() {
+            Some(name) => handles::Series::grpc(name.service(), name.method(), view.target_bytes()),
+            None => handles::Series::http(method(view.method()), view.target_bytes()),
         }
     }
 }
@@ -392,6 +428,9 @@ mod imp {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline(always)]
     pub(crate) fn hedge(_: Option<&RequestView<'_>>) {}
+
+    #[inline(always)]
+    pub(crate) fn prepare() {}
 
     #[inline(always)]
     pub(crate) fn call_ended(

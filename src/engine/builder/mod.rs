@@ -573,6 +573,7 @@ impl RetryPolicyBuilder {
         if let Some(max_elapsed) = self.settings.max_elapsed.filter(Duration::is_zero) {
             return Err(ConfigError::MaxElapsed(max_elapsed));
         }
+        crate::observe::metrics::prepare();
         if let Some(timeout) = self.settings.attempt_timeout.filter(Duration::is_zero) {
             return Err(ConfigError::AttemptTimeout(timeout));
         }
