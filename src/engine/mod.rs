@@ -5,7 +5,6 @@
 pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod builder;
-#[cfg(feature = "tonic")]
 pub(crate) mod derive;
 mod limits;
 pub(crate) mod overrides;

@@ -114,8 +114,15 @@ impl RetryPolicy {
     }
 
     fn start_at(&self, started: Option<Instant>) -> RetryState {
-        self.shared.guards.deposit();
+        self.shared.deposit();
         RetryState::new(self.clone(), started)
+    }
+
+    /// [`start_unclocked`](Self::start_unclocked) of a policy the caller gives up: one reference
+    /// count less.
+    pub(crate) fn into_started(self) -> RetryState {
+        self.shared.deposit();
+        RetryState::new(self, None)
     }
 }
 
