@@ -8,6 +8,8 @@ use std::pin::pin;
 use crate::attempt::Attempt;
 use crate::classify::Outcome;
 use crate::drive::call::{AttemptEnd, Call, Start};
+use crate::engine::live::PolicySource;
+#[cfg(doc)]
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
@@ -20,7 +22,8 @@ use crate::error::Error;
 /// limits: an attempt that runs past `attempt_timeout` is dropped (cancelled) and retried, and when the
 /// deadline (`max_elapsed`) passes the attempt in flight is dropped and the call ends with the last
 /// `Ok` value received, or an error whose [`is_deadline`](Error::is_deadline) is true. The HTTP
-/// classifier does not apply. Every outcome is treated as idempotent: `classify` decides what may run
+/// classifier does not apply. `policy` is a [`RetryPolicy`], or a [`LivePolicy`](crate::LivePolicy),
+/// whose current policy the call runs under. Every outcome is treated as idempotent: `classify` decides what may run
 /// again (return [`Outcome::Fatal`] for what may not).
 ///
 /// ```
@@ -53,8 +56,8 @@ use crate::error::Error;
 /// # Ok(())
 /// # }
 /// ```
-pub async fn retry<T, E, Op, Fut, C>(
-    policy: &RetryPolicy,
+pub async fn retry<T, E, Op, Fut, C, P>(
+    policy: &P,
     mut operation: Op,
     mut classify: C,
 ) -> Result<T, Error<E>>
@@ -62,10 +65,11 @@ where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
+    P: PolicySource,
 {
     // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
     // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
-    let mut call = Call::new(policy.start_unclocked());
+    let mut call = Call::new(policy.start_call());
     match call.start(|| None) {
         Start::Now => {}
         Start::End(result) => return result,

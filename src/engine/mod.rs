@@ -7,6 +7,7 @@ pub(crate) mod breaker;
 pub(crate) mod builder;
 pub(crate) mod derive;
 mod limits;
+pub(crate) mod live;
 pub(crate) mod overrides;
 pub(crate) mod policy;
 pub(crate) mod policy_guards;
