@@ -24,25 +24,22 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use stagger::{Backoff, LivePolicy, RetryLayer, RetryPolicy};
-/// use tower::{Layer, ServiceExt};
+/// use stagger::{Backoff, LivePolicy, Outcome, Reason, RetryPolicy};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), stagger::ConfigError> {
-/// # let server = tower::service_fn(|_: http::Request<String>| async {
-/// #     Ok::<_, std::convert::Infallible>(http::Response::builder().status(503).body(String::new()).unwrap())
-/// # });
 /// let fixed = Backoff::fixed(Duration::from_millis(10));
 /// let policy = LivePolicy::new(RetryPolicy::builder().backoff(fixed).max_retries(3).build()?);
-/// let client = RetryLayer::new(policy.clone()).layer(server); // a server that answers 503
-///
-/// let response = client.clone().oneshot(http::Request::new(String::new())).await.unwrap();
-/// assert_eq!(response.extensions().get::<stagger::RetryInfo>().unwrap().attempts(), 4);
+/// // `RetryLayer::new(policy.clone())` and `RetryMiddleware::new(policy.clone())` take it alike.
+/// let busy = || async { Err::<(), _>("busy") };
+/// let retried = |_: &Result<(), &str>| Outcome::RetrySafe(Reason::Other("busy"));
+/// let error = stagger::retry(&policy, busy, retried).await.unwrap_err();
+/// assert_eq!(error.info().attempts(), 4);
 ///
 /// // The operators lower the retries; the budget's account and the breaker's hosts carry over.
 /// policy.reload(RetryPolicy::builder().backoff(fixed).max_retries(1).build()?)?;
-/// let response = client.oneshot(http::Request::new(String::new())).await.unwrap();
-/// assert_eq!(response.extensions().get::<stagger::RetryInfo>().unwrap().attempts(), 2);
+/// let error = stagger::retry(&policy, busy, retried).await.unwrap_err();
+/// assert_eq!(error.info().attempts(), 2);
 /// assert_eq!(policy.current().max_retries(), 1);
 /// # Ok(())
 /// # }
@@ -81,9 +78,18 @@ use crate::error::ConfigError;
 /// than before `LivePolicy` existed: the adapters are generic over [`PolicySource`], and a fixed
 /// policy's code is the same.
 ///
-/// [`RetryLayer::new`]: crate::RetryLayer::new
-/// [`RetryMiddleware::new`]: crate#features
-/// [`PolicyConfig`]: crate#features
+#[cfg_attr(feature = "tower", doc = "[`RetryLayer::new`]: crate::RetryLayer::new")]
+#[cfg_attr(not(feature = "tower"), doc = "[`RetryLayer::new`]: crate#features")]
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware::new`]: crate::RetryMiddleware::new"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware::new`]: crate#features"
+)]
+#[cfg_attr(feature = "serde", doc = "[`PolicyConfig`]: crate::PolicyConfig")]
+#[cfg_attr(not(feature = "serde"), doc = "[`PolicyConfig`]: crate#features")]
 #[derive(Clone)]
 pub struct LivePolicy {
     live: Arc<Live>,
@@ -164,14 +170,14 @@ impl LivePolicy {
     /// live policy has held from the start, given `policy`'s shapes; the calls in flight end under
     /// the policy they started with (see [What a reload keeps](Self#what-a-reload-keeps)).
     ///
-    /// `policy`'s classifier and hook go with its settings: build it as the first was
-    /// ([`PolicyConfig::builder`](crate#features), the hook and the classifier added, then `build`).
+    /// `policy`'s classifier and hook go with its settings: build it as the first was (a
+    /// `PolicyConfig`'s `builder()`, the hook and the classifier added, then `build`).
     /// Reloads from many threads at once are taken one at a time, each whole.
     ///
     /// # Errors
     ///
     /// [`ConfigError::ClassifierUnused`] when an adapter judges this live policy's calls with a
-    /// closure of its own ([`RetryLayer::classify_with`](crate::RetryLayer::classify_with)) and
+    /// closure of its own (`RetryLayer::classify_with`) and
     /// `policy` has a classifier, which it would never ask; the current policy stays.
     ///
     /// ```
@@ -253,9 +259,18 @@ impl RetryPolicy {
 /// call, or a [`LivePolicy`], the one it holds when the call starts. [`RetryLayer`], [`Retry`],
 /// [`RetryMiddleware`] and [`retry`](crate::retry()) take either. Sealed.
 ///
-/// [`RetryLayer`]: crate::RetryLayer
-/// [`Retry`]: crate#features
-/// [`RetryMiddleware`]: crate#features
+#[cfg_attr(feature = "tower", doc = "[`RetryLayer`]: crate::RetryLayer")]
+#[cfg_attr(feature = "tower", doc = "[`Retry`]: crate::tower::Retry")]
+#[cfg_attr(not(feature = "tower"), doc = "[`RetryLayer`]: crate#features")]
+#[cfg_attr(not(feature = "tower"), doc = "[`Retry`]: crate#features")]
+#[cfg_attr(
+    feature = "reqwest-middleware",
+    doc = "[`RetryMiddleware`]: crate::RetryMiddleware"
+)]
+#[cfg_attr(
+    not(feature = "reqwest-middleware"),
+    doc = "[`RetryMiddleware`]: crate#features"
+)]
 pub trait PolicySource: sealed::Sealed + Clone + fmt::Debug + Send + Sync + 'static {}
 
 pub(crate) mod sealed {
