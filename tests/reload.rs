@@ -360,3 +360,28 @@ fn a_reload_keeps_a_host_s_pause() {
         assert!(start.elapsed() >= Duration::from_secs(5), "{adapter:?}");
     });
 }
+
+#[test]
+fn a_live_policy_judged_by_a_closure_refuses_a_reload_with_a_classifier_of_its_own() {
+    let classified = || {
+        RetryPolicy::builder()
+            .classifier(stagger::classify::from_fn(|_, _| Outcome::Fatal))
+            .build()
+            .unwrap()
+    };
+    let policy = LivePolicy::new(exact(ms(1)).max_retries(4).build().unwrap());
+    let judged = |_: &Result<u32, ()>| Outcome::Success;
+    assert!(stagger::RetryLayer::classify_with(policy.clone(), judged).is_ok());
+    assert_eq!(
+        policy.reload(classified()),
+        Err(stagger::ConfigError::ClassifierUnused)
+    );
+    assert_eq!(
+        policy.current().max_retries(),
+        4,
+        "the current policy stays"
+    );
+    // A live policy no closure judges takes it.
+    let other = LivePolicy::new(RetryPolicy::default());
+    assert!(other.reload(classified()).is_ok());
+}

@@ -507,3 +507,30 @@ impl ProbeDelays for Probes {
         self.state.next_delay(&self.backoff)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::engine::live::LivePolicy;
+    use crate::engine::policy::RetryPolicy;
+    use crate::guards::hosts::Host;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_round_trips_learnt_for_the_breaker_carry_over() {
+        let policy = LivePolicy::new(RetryPolicy::default());
+        let host = Host::from_raw(5);
+        let guards = || policy.current().shared.guards.clone();
+        for _ in 0..10 {
+            guards()
+                .latencies()
+                .sample(host, Duration::from_millis(100));
+        }
+        let learnt = guards().latencies().silence(host);
+        assert!(learnt.is_some());
+        let other = RetryPolicy::builder().max_retries(2).build().unwrap();
+        policy.reload(other).unwrap();
+        assert_eq!(guards().latencies().silence(host), learnt);
+        assert_eq!(policy.current().max_retries(), 2);
+    }
+}
