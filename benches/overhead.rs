@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::middleware::{chain, forward, reqwest_request, time_reqwest};
+use common::middleware::{ReqwestOk200, chain, forward, reqwest_request, time_reqwest};
 use common::{
     Ok200, Ok200Later, RetryServerErrors, clone_http, http_request, time_copies, time_tower,
 };
@@ -42,7 +42,8 @@ use http::Request;
 use reqwest_middleware::{ClientWithMiddleware, Middleware};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
-use stagger::{RetryLayer, RetryMiddleware, RetryPolicy};
+use stagger::tower::WithExtensions;
+use stagger::{Overrides, RetryLayer, RetryMiddleware, RetryPolicy};
 use tokio::runtime::Runtime;
 use tower::{Layer, Service};
 
@@ -92,6 +93,28 @@ where
         let batch = (0..n).map(|_| http_request()).collect();
         time_tower(rt, &mut service.clone(), batch)
     })
+}
+
+/// `service` over `reqwest` types, sent each request as `wrap` makes it of a `reqwest::Request`.
+fn reqwest_tower_variant<S, R>(service: S, wrap: fn(reqwest::Request) -> R) -> Variant
+where
+    S: Service<R, Error: std::fmt::Debug> + Clone + 'static,
+    R: 'static,
+{
+    Box::new(move |rt, n| {
+        let batch = (0..n).map(|_| wrap(reqwest_request())).collect();
+        time_tower(rt, &mut service.clone(), batch)
+    })
+}
+
+/// A request in a `WithExtensions`, with no extension.
+fn with_extensions(request: reqwest::Request) -> WithExtensions {
+    WithExtensions::new(request)
+}
+
+/// A request in a `WithExtensions`, with `Overrides` that change nothing of the default policy.
+fn with_overrides(request: reqwest::Request) -> WithExtensions {
+    WithExtensions::new(request).with_extension(Overrides::default())
 }
 
 fn reqwest_variant(client: ClientWithMiddleware) -> Variant {
@@ -245,6 +268,34 @@ fn retry_variants() -> Vec<(&'static str, Variant)> {
             )),
         ),
         ("reqwest/bare_conn", reqwest_variant(chain(None, true))),
+        // `RetryLayer` over a service of `reqwest` types, where `reqwest::Client` goes: a plain
+        // `reqwest::Request`, and one in a `WithExtensions` (issue 36, item 4), empty or with
+        // `Overrides`.
+        (
+            "reqwest/layer_bare",
+            reqwest_tower_variant(ReqwestOk200, std::convert::identity),
+        ),
+        (
+            "reqwest/layer",
+            reqwest_tower_variant(
+                RetryLayer::new(RetryPolicy::default()).layer(ReqwestOk200),
+                std::convert::identity,
+            ),
+        ),
+        (
+            "reqwest/layer_with_extensions",
+            reqwest_tower_variant(
+                RetryLayer::new(RetryPolicy::default()).layer(ReqwestOk200),
+                with_extensions,
+            ),
+        ),
+        (
+            "reqwest/layer_overrides",
+            reqwest_tower_variant(
+                RetryLayer::new(RetryPolicy::default()).layer(ReqwestOk200),
+                with_overrides,
+            ),
+        ),
         (
             "reqwest/reqwest_retry_conn",
             reqwest_variant(chain(Some(reqwest_retry()), true)),

@@ -186,6 +186,7 @@ pub use crate::classify::outcome::{Outcome, Reason};
 pub use crate::engine::backoff::{Backoff, Delays, Jitter};
 pub use crate::engine::breaker::{Breaker, WhenDown};
 pub use crate::engine::builder::RetryPolicyBuilder;
+pub use crate::engine::live::{LivePolicy, PolicySource};
 pub use crate::engine::overrides::{Overrides, OverridesBuilder};
 pub use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy};
 

@@ -17,6 +17,7 @@ use crate::classify::{AsError, RequestView};
 use crate::drive::call::{Call, Start};
 use crate::drive::hedge::{Hedge, HedgeContext, HeldRacers};
 use crate::drive::held::Held;
+use crate::engine::live::{LivePolicy, PolicySource};
 use crate::engine::overrides::Overrides;
 use crate::engine::policy::RetryPolicy;
 use crate::observe::span;
@@ -78,13 +79,18 @@ use crate::replay::{HttpReplay, Judge, NextAttempt, Replay};
 /// ```
 ///
 /// One retry budget is shared by every request through the middleware, and by every clone of its policy.
+///
+/// Given a [`LivePolicy`](crate::LivePolicy) in place of a [`RetryPolicy`], the middleware runs each
+/// call under the policy it holds when the call starts, which
+/// [`reload`](crate::LivePolicy::reload) changes while the client runs.
 #[derive(Debug, Clone)]
-pub struct RetryMiddleware {
-    policy: RetryPolicy,
+pub struct RetryMiddleware<P = RetryPolicy> {
+    policy: P,
 }
 
-impl RetryMiddleware {
-    /// A middleware that retries under `policy`.
+impl<P: PolicySource> RetryMiddleware<P> {
+    /// A middleware that retries under `policy`: a [`RetryPolicy`], or a
+    /// [`LivePolicy`](crate::LivePolicy).
     ///
     /// ```
     /// use std::time::Duration;
@@ -101,12 +107,13 @@ impl RetryMiddleware {
     /// # let _ = client;
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
-    pub const fn new(policy: RetryPolicy) -> Self {
+    pub const fn new(policy: P) -> Self {
         Self { policy }
     }
 
-    /// The policy in use.
-    pub fn policy(&self) -> &RetryPolicy {
+    /// The policy in use: the [`RetryPolicy`], or the [`LivePolicy`](crate::LivePolicy), it was
+    /// given.
+    pub fn policy(&self) -> &P {
         &self.policy
     }
 }
@@ -227,6 +234,7 @@ fn send<'n>(
 
 /// An attempt's span, a child of the call's (the current span: `handle` instruments the call with
 /// it, and an attempt's span is not entered while the next is made).
+#[inline]
 fn attempt_span(request: &Request, resend: Option<ResendCount>) -> Span {
     if !span::enabled() {
         return Span::none();
@@ -247,150 +255,148 @@ async fn answered(attempt: impl Future<Output = MiddlewareResult>) -> Middleware
     result
 }
 
-impl RetryMiddleware {
-    /// The retry loop: send, judge, and sleep or return, as the call's state machine says.
-    async fn run<'n>(
-        &self,
-        mut request: Request,
-        extensions: &mut Extensions,
-        next: Next<'n>,
-    ) -> MiddlewareResult {
-        // No local but these lives across an await, since each would take room in the future that
-        // every request allocates (a moved-from local keeps its room to the end of its scope).
-        let mut call = Call::new(self.policy.start_unclocked());
-        if let Some(overrides) = extensions.get::<Overrides>() {
-            call.retry_mut().apply_overrides(*overrides);
-        }
-        // The request itself goes first; the held copy stays for the retries (see `Held`). Each
-        // retry's trip through the rest of the chain is built before the pause and first polled after
-        // it, so that the request waits in that future rather than in this one: reqwest-middleware's
-        // chain does nothing until polled.
-        // The corridor of `drive`. The request itself goes first; the held copy stays for the
-        // retries (see `Held`), each made when it is due (`Call::begin_retry`) and sent at once.
-        let result = 'call: {
-            // With `host_cooldown`, a host that asked for a pause holds the first attempt too. The
-            // verdict is taken apart before the pause, so that it takes no room in the future.
-            let paused = match call.start(|| Some(RequestView::from_reqwest(&request))) {
-                Start::Now => false,
-                Start::AfterPause => true,
-                Start::End(result) => break 'call result,
-            };
-            if paused {
-                let view = || Some(RequestView::from_reqwest(&request));
-                if let Err(result) = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await {
-                    break 'call result;
-                }
-                if let Err(result) = call.begin(view().as_ref()) {
-                    break 'call result;
-                }
+/// The retry loop of a call under `policy`: send, judge, and sleep or return, as the call's state
+/// machine says. One function for every [`PolicySource`], compiled here, with the engine's small
+/// functions inlined into it; given the policy (a pointer) rather than the call's state, which an
+/// argument of the future would hold twice (64 bytes more).
+async fn run<'n>(
+    policy: RetryPolicy,
+    mut request: Request,
+    extensions: &mut Extensions,
+    next: Next<'n>,
+) -> MiddlewareResult {
+    // No local but these lives across an await, since each would take room in the future that
+    // every request allocates (a moved-from local keeps its room to the end of its scope).
+    let mut call = Call::new(policy.into_started());
+    if let Some(overrides) = extensions.get::<Overrides>() {
+        call.retry_mut().apply_overrides(*overrides);
+    }
+    // The request itself goes first; the held copy stays for the retries (see `Held`). Each
+    // retry's trip through the rest of the chain is built before the pause and first polled after
+    // it, so that the request waits in that future rather than in this one: reqwest-middleware's
+    // chain does nothing until polled.
+    // The corridor of `drive`. The request itself goes first; the held copy stays for the
+    // retries (see `Held`), each made when it is due (`Call::begin_retry`) and sent at once.
+    let result = 'call: {
+        // With `host_cooldown`, a host that asked for a pause holds the first attempt too. The
+        // verdict is taken apart before the pause, so that it takes no room in the future.
+        let paused = match call.start(|| Some(RequestView::from_reqwest(&request))) {
+            Start::Now => false,
+            Start::AfterPause => true,
+            Start::End(result) => break 'call result,
+        };
+        if paused {
+            let view = || Some(RequestView::from_reqwest(&request));
+            if let Err(result) = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await {
+                break 'call result;
             }
-            // Copied only now: a request that waited for its host may never have gone.
-            let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
-            // A hedge goes through the rest of the chain with extensions of its own: a copy of the
-            // request's, made before the first attempt borrows them.
-            let mut hedge: Hedge<
-                dyn Future<Output = MiddlewareResult> + Send + 'n,
-                (Extensions, Next<'n>),
-            > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
-            let mut sending = send(next.clone(), request, extensions, None);
-            loop {
-                let answered = poll_fn(|cx| {
-                    let mut racers = HeldRacers {
-                        held: &mut held,
-                        replay: &HttpReplay,
-                        // The rest of the chain takes any request at any time.
-                        ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
-                            Poll::Ready(true)
-                        },
-                        send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
-                            let mut extensions = extensions.clone();
-                            if let Some(count) = resend {
-                                extensions.insert(count);
-                            }
-                            let next = next.clone();
-                            let span = attempt_span(&request, resend);
-                            let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
-                                    Box::pin(
-                                        async move {
-                                            answered(next.run(request, &mut extensions)).await
-                                        }
-                                        .instrument(span),
-                                    );
-                            Some(hedged)
-                        },
-                    };
-                    hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
-                })
-                .await;
-                if let ControlFlow::Break(result) = call.decide(answered, &HttpReplay, &held) {
-                    break result;
-                }
-                // The attempt is over: its connection goes back to the pool before the pause.
-                drop(sending);
-                let resumed = poll_fn(|cx| {
-                    let view = HttpReplay.view(held.sent());
-                    call.poll_resume(view.as_ref(), cx)
-                })
-                .await;
-                if let Err(result) = resumed {
-                    break result;
-                }
-                match call.begin_retry(&HttpReplay, &mut held) {
-                    Ok(retry) => {
-                        // For the middlewares after this one: which resend it is.
-                        let resend = NextAttempt::new(call.retry()).resend_count();
+            if let Err(result) = call.begin(view().as_ref()) {
+                break 'call result;
+            }
+        }
+        // Copied only now: a request that waited for its host may never have gone.
+        let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
+        // A hedge goes through the rest of the chain with extensions of its own: a copy of the
+        // request's, made before the first attempt borrows them.
+        let mut hedge: Hedge<
+            dyn Future<Output = MiddlewareResult> + Send + 'n,
+            (Extensions, Next<'n>),
+        > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
+        let mut sending = send(next.clone(), request, extensions, None);
+        loop {
+            let answered = poll_fn(|cx| {
+                let mut racers = HeldRacers {
+                    held: &mut held,
+                    replay: &HttpReplay,
+                    // The rest of the chain takes any request at any time.
+                    ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| Poll::Ready(true),
+                    send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
+                        let mut extensions = extensions.clone();
                         if let Some(count) = resend {
                             extensions.insert(count);
                         }
-                        sending = send(next.clone(), retry, extensions, resend);
+                        let next = next.clone();
+                        let span = attempt_span(&request, resend);
+                        let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> = Box::pin(
+                            async move { answered(next.run(request, &mut extensions)).await }
+                                .instrument(span),
+                        );
+                        Some(hedged)
+                    },
+                };
+                hedge.poll(&mut call, sending.as_mut(), cx, &mut racers)
+            })
+            .await;
+            if let ControlFlow::Break(result) = call.decide(answered, &HttpReplay, &held) {
+                break result;
+            }
+            // The attempt is over: its connection goes back to the pool before the pause.
+            drop(sending);
+            let resumed = poll_fn(|cx| {
+                let view = HttpReplay.view(held.sent());
+                call.poll_resume(view.as_ref(), cx)
+            })
+            .await;
+            if let Err(result) = resumed {
+                break result;
+            }
+            match call.begin_retry(&HttpReplay, &mut held) {
+                Ok(retry) => {
+                    // For the middlewares after this one: which resend it is.
+                    let resend = NextAttempt::new(call.retry()).resend_count();
+                    if let Some(count) = resend {
+                        extensions.insert(count);
                     }
-                    Err(result) => break result,
+                    sending = send(next.clone(), retry, extensions, resend);
                 }
+                Err(result) => break result,
             }
-        };
-        if call.retry().attempts() > 1 {
-            // The caller's extensions as they were given: the count was for the chain below.
-            extensions.remove::<ResendCount>();
         }
-        let mut result = result;
-        let info = match &mut result {
-            Ok(response) => {
-                let info = call.retry().info();
-                // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
-                if info.worth_reporting() {
-                    <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
-                        response, info,
-                    );
-                }
-                info
-            }
-            Err(error) => {
-                // A response carries its own; the request's extensions get it only for an error, since
-                // an empty extensions map costs an allocation to insert into.
-                extensions.insert(error.info());
-                error.info()
-            }
-        };
-        if let Some(report) = extensions.get::<RetryReport>() {
-            report.set(info);
-        }
-        result.map_err(|error| match error.split() {
-            Ok(inner) => inner,
-            Err(other) => match (other.elapsed(), other.rejected()) {
-                (Some(elapsed), _) => reqwest_middleware::Error::middleware(*elapsed),
-                (_, Some(rejected)) => reqwest_middleware::Error::middleware(rejected.clone()),
-                (None, None) => reqwest_middleware::Error::middleware(other),
-            },
-        })
+    };
+    if call.retry().attempts() > 1 {
+        // The caller's extensions as they were given: the count was for the chain below.
+        extensions.remove::<ResendCount>();
     }
+    let mut result = result;
+    let info = match &mut result {
+        Ok(response) => {
+            let info = call.retry().info();
+            // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
+            if info.worth_reporting() {
+                <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
+                    response, info,
+                );
+            }
+            info
+        }
+        Err(error) => {
+            // A response carries its own; the request's extensions get it only for an error, since
+            // an empty extensions map costs an allocation to insert into.
+            extensions.insert(error.info());
+            error.info()
+        }
+    };
+    if let Some(report) = extensions.get::<RetryReport>() {
+        report.set(info);
+    }
+    result.map_err(|error| match error.split() {
+        Ok(inner) => inner,
+        Err(other) => match (other.elapsed(), other.rejected()) {
+            (Some(elapsed), _) => reqwest_middleware::Error::middleware(*elapsed),
+            (_, Some(rejected)) => reqwest_middleware::Error::middleware(rejected.clone()),
+            (None, None) => reqwest_middleware::Error::middleware(other),
+        },
+    })
 }
 
 /// The hedge's copy of the request's extensions and of `next`, the same for every race of a call.
 impl HedgeContext for (Extensions, Next<'_>) {}
 
 /// Written out rather than with `#[async_trait]`, whose future would hold the arguments again beside the
-/// retry loop's own future.
-impl Middleware for RetryMiddleware {
+/// retry loop's own future. One `impl` for each [`PolicySource`] rather than one generic over them:
+/// a generic `impl` is compiled in the user's crate, where the engine's small functions are not
+/// inlined into the retry loop (115 instructions more a request, callgrind).
+impl Middleware for RetryMiddleware<RetryPolicy> {
     fn handle<'s, 'e, 'n, 'f>(
         &'s self,
         request: Request,
@@ -403,25 +409,56 @@ impl Middleware for RetryMiddleware {
         'n: 'f,
         Self: 'f,
     {
-        let call = span::call(|| Some(RequestView::from_reqwest(&request)));
-        if call.is_disabled() {
-            return Box::pin(self.run(request, extensions, next));
-        }
-        // The caller's span, which gets the call's resend count at its end as it does untraced (the
-        // count the engine records goes on the span current then: the call's own).
-        let caller = Span::current();
-        Box::pin(async move {
-            let result = self.run(request, extensions, next).instrument(call).await;
-            let info = match &result {
-                Ok(response) => response.extensions().get::<RetryInfo>(),
-                Err(_) => extensions.get::<RetryInfo>(),
-            };
-            if let Some(info) = info {
-                span::resends(&caller, info.attempts());
-            }
-            result
-        })
+        handle(self.policy.clone(), request, extensions, next)
     }
+}
+
+/// As for a [`RetryPolicy`], each call under the policy the [`LivePolicy`] holds when it starts.
+impl Middleware for RetryMiddleware<LivePolicy> {
+    fn handle<'s, 'e, 'n, 'f>(
+        &'s self,
+        request: Request,
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    where
+        's: 'f,
+        'e: 'f,
+        'n: 'f,
+        Self: 'f,
+    {
+        handle(self.policy.current(), request, extensions, next)
+    }
+}
+
+/// `Middleware::handle` of a call under `policy`: the call in its span, when one is wanted.
+#[inline(always)]
+fn handle<'f>(
+    policy: RetryPolicy,
+    request: Request,
+    extensions: &'f mut Extensions,
+    next: Next<'f>,
+) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>> {
+    let call = span::call(|| Some(RequestView::from_reqwest(&request)));
+    if call.is_disabled() {
+        return Box::pin(run(policy, request, extensions, next));
+    }
+    // The caller's span, which gets the call's resend count at its end as it does untraced (the
+    // count the engine records goes on the span current then: the call's own).
+    let caller = Span::current();
+    Box::pin(async move {
+        let result = run(policy, request, extensions, next)
+            .instrument(call)
+            .await;
+        let info = match &result {
+            Ok(response) => response.extensions().get::<RetryInfo>(),
+            Err(_) => extensions.get::<RetryInfo>(),
+        };
+        if let Some(info) = info {
+            span::resends(&caller, info.attempts());
+        }
+        result
+    })
 }
 
 impl AsError for reqwest_middleware::Error {
@@ -455,7 +492,7 @@ mod tests {
             extensions: &mut Extensions,
             next: Next<'_>,
         ) -> reqwest_middleware::Result<Response> {
-            let future = self.0.run(request, extensions, next);
+            let future = run(self.0.policy.clone(), request, extensions, next);
             FUTURE_SIZE.store(std::mem::size_of_val(&future), Ordering::SeqCst);
             future.await
         }

@@ -9,6 +9,8 @@ use std::pin::pin;
 use crate::attempt::Attempt;
 use crate::classify::Outcome;
 use crate::drive::call::{AttemptEnd, Call, Start};
+use crate::engine::live::PolicySource;
+#[cfg(doc)]
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
@@ -21,7 +23,8 @@ use crate::error::Error;
 /// limits: an attempt that runs past `attempt_timeout` is dropped (cancelled) and retried, and when the
 /// deadline (`max_elapsed`) passes the attempt in flight is dropped and the call ends with the last
 /// `Ok` value received, or an error whose [`is_deadline`](Error::is_deadline) is true. The HTTP
-/// classifier does not apply. Every outcome is treated as idempotent: `classify` decides what may run
+/// classifier does not apply. `policy` is a [`RetryPolicy`], or a [`LivePolicy`](crate::LivePolicy),
+/// whose current policy the call runs under. Every outcome is treated as idempotent: `classify` decides what may run
 /// again (return [`Outcome::Fatal`] for what may not).
 ///
 /// ```
@@ -55,8 +58,8 @@ use crate::error::Error;
 /// # }
 /// ```
 #[track_caller]
-pub fn retry<T, E, Op, Fut, C>(
-    policy: &RetryPolicy,
+pub fn retry<T, E, Op, Fut, C, P>(
+    policy: &P,
     operation: Op,
     classify: C,
 ) -> impl Future<Output = Result<T, Error<E>>>
@@ -64,6 +67,7 @@ where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
+    P: PolicySource,
 {
     // The place in the code it is called from keys the starting credit its timeouts may spend, as a
     // host's keys a request's: operations built each with a policy of its own, at one place, share
@@ -71,8 +75,8 @@ where
     run(policy, operation, classify, Location::caller())
 }
 
-async fn run<T, E, Op, Fut, C>(
-    policy: &RetryPolicy,
+async fn run<T, E, Op, Fut, C, P>(
+    policy: &P,
     mut operation: Op,
     mut classify: C,
     site: &'static Location<'static>,
@@ -81,10 +85,11 @@ where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
+    P: PolicySource,
 {
     // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
     // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
-    let mut call = Call::new(policy.start_unclocked());
+    let mut call = Call::new(policy.start_call());
     match call.start(|| None) {
         Start::Now => {}
         Start::End(result) => return result,

@@ -81,6 +81,8 @@ enum Step {
     Fail(Status),
     /// Answers after this long.
     Slow(Duration),
+    /// Fails with this status after this long.
+    Late(Duration, Status),
 }
 
 /// One call as the server received it.
@@ -204,6 +206,10 @@ impl Service<http::Request<Body>> for Echo {
                                 Ok(tonic::Response::new(Pong {
                                     text: format!("attempt {attempt}"),
                                 }))
+                            }
+                            Some(Step::Late(delay, status)) => {
+                                tokio::time::sleep(delay).await;
+                                Err(status)
                             }
                             None => Ok(tonic::Response::new(Pong {
                                 text: format!("attempt {attempt}"),
@@ -685,3 +691,8 @@ mod rules;
 /// tonic's bodies through `RetryLayer::grpc`.
 #[path = "grpc/wire.rs"]
 mod wire;
+
+/// A service config reloaded while the channel runs (`ServiceConfigLayer::reload`), against the
+/// server on loopback.
+#[path = "grpc/reload.rs"]
+mod reload;

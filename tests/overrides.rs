@@ -1,7 +1,9 @@
 //! One request's own settings (`stagger::Overrides`, in its extensions): each override through
-//! `RetryMiddleware` (`.with_extension`) and `RetryLayer` over `http::Request` (`extensions_mut`),
-//! against a server in process on tokio's paused clock; and the guards an override cannot bypass.
-//! `RetryLayer::grpc` reads them from a tonic request: `tests/grpc/wire.rs`.
+//! `RetryMiddleware` (`.with_extension`), `RetryLayer` over `http::Request` (`extensions_mut`) and
+//! `RetryLayer` over `reqwest::Request` (`stagger::tower::WithExtensions`), against a server in
+//! process on tokio's paused clock; and the guards an override cannot bypass; and a real
+//! `reqwest::Client` beneath the layer, against a server on loopback. `RetryLayer::grpc` reads them
+//! from a tonic request: `tests/grpc/wire.rs`.
 #![cfg(all(feature = "tower", feature = "reqwest-middleware"))]
 
 use std::convert::Infallible;
@@ -11,11 +13,14 @@ use std::time::Duration;
 
 use http::{Extensions, Method};
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
+use stagger::tower::WithExtensions;
 use stagger::{
     Backoff, Breaker, ConfigError, Overrides, RetryBudget, RetryInfo, RetryLayer, RetryMiddleware,
     RetryPolicy, RetryPolicyBuilder, RetryReport, StopReason,
 };
 use tower::{Layer, ServiceExt};
+
+mod common;
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -28,9 +33,11 @@ type Script = fn(u32) -> (u16, Duration);
 enum Adapter {
     Middleware,
     Layer,
+    /// `RetryLayer` over a service of `reqwest` types, the request in a `WithExtensions`.
+    LayerReqwest,
 }
 
-const BOTH: [Adapter; 2] = [Adapter::Middleware, Adapter::Layer];
+const ADAPTERS: [Adapter; 3] = [Adapter::Middleware, Adapter::Layer, Adapter::LayerReqwest];
 
 /// How a call ended.
 #[derive(Debug)]
@@ -126,6 +133,33 @@ async fn call(
                 Err(error) => (None, error.info()),
             }
         }
+        Adapter::LayerReqwest => {
+            let counter = Arc::clone(&calls);
+            // Where `reqwest::Client` would be (`tests/overrides.rs`'s last test has one).
+            let server = tower::service_fn(move |_: WithExtensions| {
+                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let (status, after) = script(n);
+                async move {
+                    tokio::time::sleep(after).await;
+                    let response = http::Response::builder()
+                        .status(status)
+                        .body(reqwest::Body::from(""));
+                    Ok::<_, Infallible>(reqwest::Response::from(response.unwrap()))
+                }
+            });
+            let url = "http://api.test/orders".parse().unwrap();
+            let mut request = WithExtensions::new(reqwest::Request::new(method, url));
+            if let Some(overrides) = overrides {
+                request = request.with_extension(overrides);
+            }
+            match RetryLayer::new(policy).layer(server).oneshot(request).await {
+                Ok(response) => (
+                    Some(response.status().as_u16()),
+                    RetryInfo::of(response.extensions()),
+                ),
+                Err(error) => (None, error.info()),
+            }
+        }
     };
     Ended {
         status,
@@ -154,7 +188,7 @@ fn always(status: u16) -> Script {
 
 #[tokio::test(start_paused = true)]
 async fn a_deadline_of_its_own_ends_the_request_s_retries() {
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let policy = exact().build().unwrap();
         let without = call(adapter, policy.clone(), Method::GET, None, always(503)).await;
         assert_eq!(without.calls, 11, "{adapter:?}: max_retries 10 within 30 s");
@@ -173,7 +207,7 @@ async fn a_deadline_of_its_own_ends_the_request_s_retries() {
 
 #[tokio::test(start_paused = true)]
 async fn max_retries_of_its_own_and_no_retries() {
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let policy = exact().build().unwrap();
         let one = Overrides::builder().max_retries(1).build().unwrap();
         let ended = call(adapter, policy.clone(), Method::GET, Some(one), always(503)).await;
@@ -203,7 +237,7 @@ async fn max_retries_of_its_own_and_no_retries() {
 async fn a_longer_attempt_timeout_lets_a_slow_answer_arrive() {
     // The server answers in 2 s; the policy's attempts last 1 s, and each is cut.
     let slow: Script = |_| (200, Duration::from_secs(2));
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let policy = exact()
             .attempt_timeout(Duration::from_secs(1))
             .max_retries(2)
@@ -238,7 +272,7 @@ async fn hedging_turned_off_or_on_for_one_request() {
             },
         )
     };
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let hedging = exact().hedge_after(ms(50)).build().unwrap();
         let hedged = call(adapter, hedging.clone(), Method::GET, None, first_slow).await;
         assert_eq!((hedged.calls, hedged.info.hedges()), (2, 1), "{adapter:?}");
@@ -257,7 +291,7 @@ async fn hedging_turned_off_or_on_for_one_request() {
 #[tokio::test(start_paused = true)]
 async fn a_post_marked_idempotent_is_retried_after_a_502_and_a_get_marked_not_is_not() {
     let bad_gateway_once: Script = |n| (if n == 1 { 502 } else { 200 }, Duration::ZERO);
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let policy = exact().build().unwrap();
         let post = call(
             adapter,
@@ -296,7 +330,7 @@ async fn a_post_marked_idempotent_is_retried_after_a_502_and_a_get_marked_not_is
 
 #[tokio::test(start_paused = true)]
 async fn an_override_does_not_spend_past_the_budget() {
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         // One retry a second between every clone of the policy, whatever a request asks.
         let budget = RetryBudget::builder()
             .ratio(0.0)
@@ -318,7 +352,7 @@ async fn an_override_does_not_spend_past_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn an_override_does_not_reach_a_host_the_breaker_found_down() {
-    for adapter in BOTH {
+    for adapter in ADAPTERS {
         let policy = exact()
             .breaker(Breaker::fail_fast())
             .max_retries(5)
@@ -361,4 +395,35 @@ fn build_refuses_what_the_policy_s_builder_refuses() {
         Err(ConfigError::HedgeAfter(zero))
     );
     assert_eq!(Overrides::builder().build(), Ok(Overrides::default()));
+}
+
+/// A health check through `RetryLayer` over a real `reqwest::Client`, against a server on loopback
+/// that answers 503: one attempt with `Overrides::no_retries()`, the policy's retries without; a
+/// plain `reqwest::Request` as ever.
+#[tokio::test]
+async fn a_reqwest_client_beneath_the_layer_takes_a_request_with_its_overrides() {
+    let server = common::scripted::Server::start().await;
+    let url = server.script("/health", (0..10).map(|_| common::scripted::reply(503)));
+    let reqwest = reqwest::Client::builder().no_proxy().build().unwrap();
+    let policy = exact()
+        .backoff(Backoff::fixed(ms(1)))
+        .max_retries(2)
+        .build()
+        .unwrap();
+    let client = RetryLayer::new(policy).layer(reqwest);
+    let get = || reqwest::Request::new(Method::GET, url.parse().unwrap());
+    let check = WithExtensions::new(get()).with_extension(Overrides::no_retries());
+    let response = client.clone().oneshot(check).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(RetryInfo::of(response.extensions()).attempts(), 1);
+    assert_eq!(server.arrivals("/health").len(), 1);
+    let response = client
+        .clone()
+        .oneshot(WithExtensions::new(get()))
+        .await
+        .unwrap();
+    assert_eq!(RetryInfo::of(response.extensions()).attempts(), 3);
+    let response = client.oneshot(get()).await.unwrap();
+    assert_eq!(RetryInfo::of(response.extensions()).attempts(), 3);
+    assert_eq!(server.arrivals("/health").len(), 7);
 }

@@ -1,6 +1,7 @@
 //! The replay buffer (`RetryPolicyBuilder::replay_buffer`): a streaming body, which cannot be copied,
 //! is recorded as it goes out and sent again byte for byte, through `RetryMiddleware`, `RetryLayer`
-//! over `reqwest::Client`, and `RetryLayer` over hyper-util's client with `ReplayBody`, against a
+//! over `reqwest::Client` (the request alone, or in a `WithExtensions` with its `Overrides`), and
+//! `RetryLayer` over hyper-util's client with `ReplayBody`, against a
 //! wiremock server on loopback; a body that tells its end without being polled to it (a length, an
 //! empty body) is whole too, and one that was never read goes to the retry itself (`Backend`, an axum
 //! server that may come up only after the first attempt was refused).
@@ -105,6 +106,32 @@ async fn through_layer(server: &MockServer, replay_buffer: usize) -> reqwest::Re
     client.oneshot(request).await.unwrap()
 }
 
+/// Sends a streaming PUT through `RetryLayer` over `reqwest::Client`, in a `WithExtensions` whose
+/// `Overrides` give it a second retry the policy's `max_retries(1)` would not.
+async fn through_layer_with_extensions(
+    server: &MockServer,
+    replay_buffer: usize,
+) -> reqwest::Response {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::fixed(Duration::from_millis(1)))
+        .replay_buffer(replay_buffer)
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(reqwest_client());
+    let url = format!("{}/upload", server.uri()).parse().unwrap();
+    let mut request = reqwest::Request::new(reqwest::Method::PUT, url);
+    *request.body_mut() = Some(streaming());
+    let retried = stagger::Overrides::builder()
+        .max_retries(1)
+        .build()
+        .unwrap();
+    let request = stagger::tower::WithExtensions::new(request).with_extension(retried);
+    client.oneshot(request).await.unwrap()
+}
+
 async fn a_503_is_retried_with_the_identical_body(
     response: reqwest::Response,
     server: &MockServer,
@@ -154,6 +181,20 @@ async fn layer_over_reqwest_replays_a_10_kib_stream_byte_for_byte() {
 async fn layer_over_reqwest_sends_a_stream_longer_than_the_buffer_once() {
     let server = server().await;
     let response = through_layer(&server, 1024).await;
+    a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(response, &server).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_with_extensions_replays_a_10_kib_stream_byte_for_byte() {
+    let server = server().await;
+    let response = through_layer_with_extensions(&server, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
+    a_503_is_retried_with_the_identical_body(response, &server).await;
+}
+
+#[tokio::test]
+async fn layer_over_reqwest_with_extensions_sends_a_stream_longer_than_the_buffer_once() {
+    let server = server().await;
+    let response = through_layer_with_extensions(&server, 1024).await;
     a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(response, &server).await;
 }
 

@@ -1,8 +1,9 @@
 //! `ResendCount` for the layers beneath the retry layer: a tracing layer there tells a resend from a
 //! first send, and records OpenTelemetry's `http.request.resend_count` on resends only.
 //!
-//! tower-http's `TraceLayer` beneath `RetryLayer`, and a reqwest-middleware `Middleware` after
-//! `RetryMiddleware` (where reqwest-tracing's `TracingMiddleware` goes, whose span backend's
+//! tower-http's `TraceLayer` beneath `RetryLayer`, a service beneath `RetryLayer` over `reqwest`
+//! types (the request in a `stagger::tower::WithExtensions`), and a reqwest-middleware `Middleware`
+//! after `RetryMiddleware` (where reqwest-tracing's `TracingMiddleware` goes, whose span backend's
 //! `on_request_start` gets the same `Extensions`), each recording a span per attempt; the retries
 //! and a hedge.
 #![cfg(all(feature = "tower", feature = "reqwest-middleware"))]
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use http::Extensions;
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
+use stagger::tower::WithExtensions;
 use stagger::{Backoff, ResendCount, RetryLayer, RetryMiddleware, RetryPolicy};
 use tower::{ServiceBuilder, ServiceExt};
 use tracing::field::{Field, Visit};
@@ -160,6 +162,76 @@ async fn a_hedge_beneath_retry_layer_is_the_first_resend() {
         .body(String::new())
         .unwrap();
     let response = client.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(spans.of("HTTP attempt"), [None, Some(1)]);
+}
+
+/// A `reqwest` answer of `status`.
+fn reqwest_answer(status: u16) -> reqwest::Response {
+    let response = http::Response::builder()
+        .status(status)
+        .body(reqwest::Body::from(""))
+        .unwrap();
+    reqwest::Response::from(response)
+}
+
+fn reqwest_get() -> WithExtensions {
+    let url = "http://api.test/orders".parse().unwrap();
+    WithExtensions::new(reqwest::Request::new(reqwest::Method::GET, url))
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_service_beneath_retry_layer_over_reqwest_sees_each_resend() {
+    let spans = Spans::default();
+    let _guard = tracing::subscriber::set_default(Registry::default().with(spans.clone()));
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    // Where `reqwest::Client` goes, opening a span per attempt as a tracing layer there would:
+    // 503, 503, 200.
+    let server = tower::service_fn(move |request: WithExtensions| {
+        let resend = request.extensions().get::<ResendCount>();
+        let _span = attempt_span(request.request().method(), resend);
+        let status = if counter.fetch_add(1, Ordering::SeqCst) < 2 {
+            503
+        } else {
+            200
+        };
+        async move { Ok::<_, Infallible>(reqwest_answer(status)) }
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy()))
+        .service(server);
+    let response = client.oneshot(reqwest_get()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(spans.of("HTTP attempt"), [None, Some(1), Some(2)]);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedge_beneath_retry_layer_over_reqwest_is_the_first_resend() {
+    let spans = Spans::default();
+    let _guard = tracing::subscriber::set_default(Registry::default().with(spans.clone()));
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    // The first attempt hangs for a second; the hedge after 50 ms answers at once.
+    let server = tower::service_fn(move |request: WithExtensions| {
+        let first = counter.fetch_add(1, Ordering::SeqCst) == 0;
+        let resend = request.extensions().get::<ResendCount>();
+        let _span = attempt_span(request.request().method(), resend);
+        async move {
+            if first {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Ok::<_, Infallible>(reqwest_answer(200))
+        }
+    });
+    let policy = RetryPolicy::builder()
+        .hedge_after(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(policy))
+        .service(server);
+    let response = client.oneshot(reqwest_get()).await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(spans.of("HTTP attempt"), [None, Some(1)]);
 }

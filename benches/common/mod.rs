@@ -206,9 +206,9 @@ pub fn time_copies<R>(batch: Vec<R>, copy: impl Fn(&R) -> R) -> Duration {
 
 /// Sends each request through `service` (one `ready().await`, one `call().await`), dropping each
 /// response inside the measurement.
-pub fn time_tower<S>(rt: &Runtime, service: &mut S, batch: Vec<Request<Bytes>>) -> Duration
+pub fn time_tower<S, R>(rt: &Runtime, service: &mut S, batch: Vec<R>) -> Duration
 where
-    S: Service<Request<Bytes>, Error: std::fmt::Debug>,
+    S: Service<R, Error: std::fmt::Debug>,
 {
     rt.block_on(async {
         let start = Instant::now();
@@ -282,6 +282,29 @@ pub mod middleware {
         };
         let middlewares: Vec<_> = middlewares.into_iter().chain([answer]).collect();
         ClientWithMiddleware::new(reqwest::Client::new(), middlewares)
+    }
+
+    /// Answers `200` at once, as `reqwest::Client` would beneath a `RetryLayer` without a network:
+    /// to a `reqwest::Request`, and to one in a `stagger::tower::WithExtensions`.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ReqwestOk200;
+
+    impl<R: Send + 'static> tower::Service<R> for ReqwestOk200 {
+        type Response = reqwest::Response;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<reqwest::Response, std::convert::Infallible>>;
+
+        fn poll_ready(
+            &mut self,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: R) -> Self::Future {
+            drop(request);
+            std::future::ready(Ok(reqwest::Response::from(response_200(false))))
+        }
     }
 
     /// Sends each request through `client`, dropping each response inside the measurement.

@@ -75,6 +75,7 @@ impl<Req, K> Held<Req, K> {
 
     /// Whether a retry can be made from what is held: a copy, a recording of a whole body, or a body
     /// that came back unread.
+    #[inline]
     pub(crate) fn replayable(&self) -> bool {
         match self {
             Held::Copy(_) => true,

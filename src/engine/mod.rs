@@ -5,9 +5,9 @@
 pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod builder;
-#[cfg(feature = "tonic")]
 pub(crate) mod derive;
 mod limits;
+pub(crate) mod live;
 pub(crate) mod overrides;
 pub(crate) mod policy;
 pub(crate) mod policy_guards;

@@ -155,12 +155,31 @@ pub struct RetryPolicy {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// What every clone of a policy shares: the settings it was built with, and what its requests keep
-/// together as they run.
+/// What every clone of a policy shares: the settings it was built with, the budget it draws on, and
+/// what its requests keep together as they run.
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
-    /// Shared with the other policies of one gRPC service config (`RetryPolicy::derive`).
+    /// The retry budget, beside the settings rather than in the guards: a budget's shape is its
+    /// account's (what a request deposits, the floor), so a reload that changes it opens another
+    /// account (carrying the old one's), which the calls started before it do not draw on.
+    pub(crate) budget: Option<RetryBudget>,
+    /// Shared with the other policies of one gRPC service config (`RetryPolicy::derive`), and with
+    /// every policy a [`LivePolicy`](crate::LivePolicy) is reloaded with, which reshape them in place.
     pub(crate) guards: Arc<Guards>,
+}
+
+/// The shapes of the guards a policy was built with: what its getters report, and what a reload
+/// gives the guards it keeps ([`Guards::reshape`]). The guards apply the shapes of the last policy a
+/// [`LivePolicy`](crate::LivePolicy) was given, to every call; a policy never reloaded has the
+/// shapes its guards have.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GuardShapes {
+    pub(crate) host_cooldown: bool,
+    pub(crate) breaker: Option<Breaker>,
+    /// Adaptive throttling's `k` and window, when it is on.
+    pub(crate) adaptive_throttle: Option<(f64, Duration)>,
+    /// gRPC's retry throttling: `maxTokens`, and `tokenRatio` in thousandths (a service config's).
+    pub(crate) retry_throttling: Option<(u32, u64)>,
 }
 
 /// The settings a policy was built with: read by the state machine, never written.
@@ -187,6 +206,8 @@ pub(crate) struct Settings {
     pub(crate) grpc_send_max_elapsed: bool,
     /// A call a guard refuses still waits the delay its retry would have waited before it ends.
     pub(crate) backoff_on_refusal: bool,
+    /// The guards' shapes this policy was built with.
+    pub(crate) shapes: GuardShapes,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -200,7 +221,7 @@ impl fmt::Debug for RetryPolicy {
             .field("max_retry_after", &s.max_retry_after)
             .field("retry_after", &s.retry_after)
             .field("idempotency", &s.idempotency)
-            .field("budget", &self.shared.guards.budget())
+            .field("budget", &self.shared.budget)
             .field("seed", &self.shared.guards.seed())
             .finish_non_exhaustive()
     }
@@ -321,19 +342,33 @@ impl RetryPolicy {
     /// Adaptive throttling's multiplier `k`, if it is on (see
     /// [`RetryPolicyBuilder::adaptive_throttle`](crate::RetryPolicyBuilder::adaptive_throttle)).
     pub fn adaptive_throttle(&self) -> Option<f64> {
-        self.shared.guards.adaptive_throttle()
+        self.shared
+            .settings
+            .shapes
+            .adaptive_throttle
+            .map(|(k, _)| k)
+    }
+
+    /// Adaptive throttling's window, if it is on.
+    #[cfg(feature = "serde")]
+    pub(crate) fn adaptive_throttle_window(&self) -> Option<Duration> {
+        self.shared
+            .settings
+            .shapes
+            .adaptive_throttle
+            .map(|(_, window)| window)
     }
 
     /// Whether a pause a host asks for holds every request to it (see
     /// [`RetryPolicyBuilder::host_cooldown`](crate::RetryPolicyBuilder::host_cooldown)).
     pub fn host_cooldown(&self) -> bool {
-        self.shared.guards.host_cooldown()
+        self.shared.settings.shapes.host_cooldown
     }
 
     /// The breaker, if the policy has one (see
     /// [`RetryPolicyBuilder::breaker`](crate::RetryPolicyBuilder::breaker)).
     pub fn breaker(&self) -> Option<Breaker> {
-        self.shared.guards.breaker()
+        self.shared.settings.shapes.breaker
     }
 
     /// The most retries after the first attempt.
@@ -382,7 +417,7 @@ impl RetryPolicy {
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn budget(&self) -> Option<&RetryBudget> {
-        self.shared.guards.budget()
+        self.shared.budget.as_ref()
     }
 }
 

@@ -15,7 +15,7 @@ use super::schedules::Schedules;
 use super::state::RetryState;
 use crate::attempt::{Attempt, StopReason};
 use crate::classify::{Reason, RequestView};
-use crate::engine::breaker::Breaker;
+use crate::engine::policy::{GuardShapes, Shared};
 use crate::engine::policy_hosts::rules;
 use crate::error::Rejected;
 use crate::guards::budget::{Account, RetryKind, Withdrawal};
@@ -30,78 +30,67 @@ use crate::observe::{log, metrics};
 pub(crate) use crate::guards::budget::RetryBudget;
 pub(crate) use crate::guards::host_state::HostTickets as Tickets;
 
-/// What the requests of a policy (and of its clones) keep together as they run: the retry budget's
-/// accounts, the hosts' states (their pauses and their health), the adaptive throttles, and the
-/// source of each request's jitter stream.
+/// What the requests of a policy (and of its clones) keep together as they run: the hosts' states
+/// (their pauses and their health), their round trips, the adaptive throttles, gRPC's retry
+/// throttling, and the source of each request's jitter stream. (The budget is beside them, in the
+/// policy: see `Shared::budget`.)
+///
+/// Every guard is there, whether the policy has it on or not, each with its shape: a
+/// [`LivePolicy`](crate::LivePolicy) reloaded with a policy whose guards have other shapes reshapes
+/// these in place ([`reshape`](Self::reshape)), for every call of every policy that holds them, so
+/// that what they know stays. A guard that is off costs a request the check of one flag, as an
+/// `Option` that is `None` did: the table of hosts is not armed, the throttles are not on.
 pub(crate) struct Guards {
-    budget: Option<RetryBudget>,
     /// The pauses hosts asked for, when `host_cooldown` is on, and their health, with a breaker.
-    hosts: Option<HostStates>,
-    breaker: Option<Breaker>,
-    /// What each host takes to answer, with a breaker: how long before its silence is a failure.
-    latencies: Option<Latencies>,
-    /// Each host's adaptive throttle, when `adaptive_throttle` is on.
-    pub(super) throttles: Option<Throttles>,
-    /// gRPC's retry throttling (A6's token bucket per server name), under a service config that
+    hosts: HostStates,
+    /// What each host takes to answer, learnt with a breaker: how long before its silence is a
+    /// failure.
+    latencies: Latencies,
+    /// Each host's adaptive throttle, on with `adaptive_throttle`.
+    pub(super) throttles: Throttles,
+    /// gRPC's retry throttling (A6's token bucket per server name), on under a service config that
     /// sets `retryThrottling`, in place of the budget.
-    pub(super) retry_throttling: Option<RetryThrottling>,
+    pub(super) retry_throttling: RetryThrottling,
     streams: StreamSource,
 }
 
 impl Guards {
-    /// The guards of a policy just built: `throttle` is adaptive throttling's `k` and window,
-    /// `retry_throttling` gRPC's `maxTokens` and `tokenRatio` in thousandths.
-    pub(crate) fn new(
-        budget: Option<RetryBudget>,
-        host_cooldown: bool,
-        breaker: Option<Breaker>,
-        throttle: Option<(f64, Duration)>,
-        retry_throttling: Option<(u32, u64)>,
-        seed: u64,
-    ) -> Self {
+    /// The guards of a policy just built, of `shapes`; `seed` seeds the jitter.
+    pub(crate) fn new(shapes: &GuardShapes, seed: u64) -> Self {
         Self {
-            budget,
-            hosts: (host_cooldown || breaker.is_some())
-                .then(|| HostStates::new(host_cooldown, breaker.as_ref().map(rules), seed)),
-            breaker,
-            latencies: breaker.map(|_| Latencies::default()),
-            throttles: throttle.map(|(k, window)| Throttles::new(k, window)),
-            retry_throttling: retry_throttling
-                .map(|(max_tokens, milli_ratio)| RetryThrottling::new(max_tokens, milli_ratio)),
+            hosts: HostStates::new(
+                shapes.host_cooldown,
+                shapes.breaker.as_ref().map(rules),
+                seed,
+            ),
+            latencies: Latencies::default(),
+            throttles: Throttles::new(shapes.adaptive_throttle),
+            retry_throttling: RetryThrottling::new(shapes.retry_throttling),
             streams: StreamSource::new(seed),
         }
     }
 
-    pub(crate) fn budget(&self) -> Option<&RetryBudget> {
-        self.budget.as_ref()
+    /// Gives the guards `shapes`, keeping what they know where it means the same under them (the
+    /// repository's `docs/configuration.md`, "Reloading", says what each keeps): a guard turned on
+    /// starts afresh, one turned off forgets, one of another shape is reshaped in place.
+    pub(crate) fn reshape(&self, shapes: &GuardShapes) {
+        let now = Instant::now();
+        let rules = shapes.breaker.as_ref().map(rules);
+        self.hosts.reshape(shapes.host_cooldown, rules, now);
+        self.throttles.reshape(shapes.adaptive_throttle, now);
+        self.retry_throttling.reshape(shapes.retry_throttling);
     }
 
-    pub(crate) fn host_cooldown(&self) -> bool {
-        self.hosts.as_ref().is_some_and(HostStates::cooldown)
+    /// The hosts' states: empty, and not armed, while neither the cooldown nor the breaker has put
+    /// a host in.
+    #[inline]
+    pub(crate) fn hosts(&self) -> &HostStates {
+        &self.hosts
     }
 
-    pub(crate) fn breaker(&self) -> Option<Breaker> {
-        self.breaker
-    }
-
-    /// The hosts' states, when the policy keeps them.
-    pub(crate) fn hosts(&self) -> Option<&HostStates> {
-        self.hosts.as_ref()
-    }
-
-    /// The hosts' round trips, with a breaker.
-    pub(crate) fn latencies(&self) -> Option<&Latencies> {
-        self.latencies.as_ref()
-    }
-
-    pub(crate) fn adaptive_throttle(&self) -> Option<f64> {
-        self.throttles.as_ref().map(Throttles::k)
-    }
-
-    /// Adaptive throttling's window, if it is on.
-    #[cfg(feature = "serde")]
-    pub(crate) fn adaptive_throttle_window(&self) -> Option<Duration> {
-        self.throttles.as_ref().map(Throttles::window)
+    /// The hosts' round trips, for the breaker.
+    pub(crate) fn latencies(&self) -> &Latencies {
+        &self.latencies
     }
 
     pub(crate) fn seed(&self) -> u64 {
@@ -112,9 +101,12 @@ impl Guards {
     pub(crate) fn next_stream(&self) -> SmallRng {
         self.streams.next_stream()
     }
+}
 
-    /// A request starts: it deposits into a budget shared by every host. (A budget kept per host takes
-    /// the deposit in the host's account, once the host is known.)
+impl Shared {
+    /// A request starts: it deposits into a budget shared by every host. (A budget kept per host
+    /// takes the deposit in the host's account, once the host is known.)
+    #[inline]
     pub(crate) fn deposit(&self) {
         if let Some(budget) = &self.budget
             && !budget.per_host()
@@ -171,10 +163,11 @@ impl RetryState {
         &mut self,
         view: impl FnOnce() -> Option<RequestView<'v>>,
     ) -> Result<Option<Duration>, Rejected> {
-        let guards = &self.policy.shared.guards;
-        let cooling = guards.hosts.as_ref().is_some_and(HostStates::is_armed);
-        let per_host = guards.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && guards.throttles.is_none() {
+        let shared = &*self.policy.shared;
+        let guards = &shared.guards;
+        let cooling = guards.hosts.is_armed();
+        let per_host = shared.budget.as_ref().is_some_and(RetryBudget::per_host);
+        if !cooling && !per_host && !guards.throttles.is_on() {
             return Ok(None);
         }
         self.before_first_slow(view().as_ref(), cooling)
@@ -203,24 +196,22 @@ impl RetryState {
     /// probability `p`. Always `Ok` without adaptive throttling.
     pub(super) fn admit(&mut self, request: Option<&RequestView<'_>>) -> Result<(), f64> {
         let shared = &*self.policy.shared;
-        let Some(throttles) = &shared.guards.throttles else {
+        let throttles = &shared.guards.throttles;
+        if !throttles.is_on() {
             return Ok(());
-        };
+        }
         let delays = &mut self.delays;
-        throttles
-            .of(request.and_then(Host::of))
-            .admit(Instant::now(), || {
-                Schedules::of(delays, shared).transient.unit()
-            })
+        throttles.admit(request.and_then(Host::of), Instant::now(), || {
+            Schedules::of(delays, shared).transient.unit()
+        })
     }
 
     /// Tells `request`'s adaptive throttle, if the policy keeps one, that an attempt of it was
     /// answered, `accepted` or not (a time limit, for one: the backend did not answer in time).
     pub(crate) fn count_answered(&self, request: Option<&RequestView<'_>>, accepted: bool) {
-        if let Some(throttles) = &self.policy.shared.guards.throttles {
-            throttles
-                .of(request.and_then(Host::of))
-                .answered(Instant::now(), accepted);
+        let throttles = &self.policy.shared.guards.throttles;
+        if throttles.is_on() {
+            throttles.answered(request.and_then(Host::of), Instant::now(), accepted);
         }
     }
 
@@ -322,12 +313,11 @@ impl RetryState {
         failure: Option<Reason>,
     ) -> Payment {
         // gRPC's retry throttling, which takes the budget's place under a service config.
-        if let Some(throttling) = &self.policy.shared.guards.retry_throttling
-            && !throttling.of(request.and_then(Host::of)).allows()
-        {
+        let throttling = &self.policy.shared.guards.retry_throttling;
+        if throttling.is_on() && !throttling.allows(request.and_then(Host::of)) {
             return Payment::Refused;
         }
-        let Some(budget) = &self.policy.shared.guards.budget else {
+        let Some(budget) = &self.policy.shared.budget else {
             return Payment::Free;
         };
         let kind = match failure {
@@ -365,16 +355,14 @@ impl RetryState {
         attempt: &Attempt,
         request: Option<&RequestView<'_>>,
     ) {
-        let Some(throttling) = &self.policy.shared.guards.retry_throttling else {
-            return;
-        };
-        if attempt.transparent {
+        let throttling = &self.policy.shared.guards.retry_throttling;
+        if !throttling.is_on() || attempt.transparent {
             return;
         }
-        let bucket = || throttling.of(request.and_then(Host::of));
+        let host = request.and_then(Host::of);
         match attempt.outcome {
-            crate::classify::Outcome::Success => bucket().succeeded(throttling.milli_ratio()),
-            outcome if outcome.is_retryable() => bucket().failed(),
+            crate::classify::Outcome::Success => throttling.succeeded(host),
+            outcome if outcome.is_retryable() => throttling.failed(host),
             _ => {}
         }
     }
@@ -400,7 +388,7 @@ impl RetryState {
         let Some(withdrawal) = self.holdings.withdrawn.take() else {
             return;
         };
-        match (&self.holdings.partition, &self.policy.shared.guards.budget) {
+        match (&self.holdings.partition, &self.policy.shared.budget) {
             (Some(partition), _) => partition.refund(withdrawal),
             (None, Some(budget)) => budget.refund(withdrawal),
             (None, None) => {}
@@ -413,7 +401,7 @@ impl RetryState {
         if self.holdings.partition.is_some() {
             return;
         }
-        if let Some(partition) = (self.policy.shared.guards.budget.as_ref())
+        if let Some(partition) = (self.policy.shared.budget.as_ref())
             .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
             partition.deposit();

@@ -48,9 +48,9 @@ impl RetryPolicy {
     /// ```
     pub fn host_state(&self, host: &str) -> HostState {
         let up = HostState::Up { failures: 0 };
-        match (self.shared.guards.hosts(), Host::named(host)) {
-            (Some(hosts), Some((host, _))) => hosts.state(host, Instant::now()),
-            _ => up,
+        match Host::named(host) {
+            Some((host, _)) => self.shared.guards.hosts().state(host, Instant::now()),
+            None => up,
         }
     }
 
@@ -68,16 +68,16 @@ impl RetryPolicy {
     /// ```
     pub fn route_state(&self, host: &str, path: &str) -> HostState {
         let up = HostState::Up { failures: 0 };
-        match (self.shared.guards.hosts(), Host::named(host)) {
-            (Some(hosts), Some((host, _))) => hosts.state(host.route(path), Instant::now()),
-            _ => up,
+        match Host::named(host) {
+            Some((host, _)) => (self.shared.guards.hosts()).state(host.route(path), Instant::now()),
+            None => up,
         }
     }
 
     /// Every host the policy keeps a state for (one that is not simply up with nothing to remember),
     /// by name, for a health endpoint. Empty without the host cooldown or a breaker.
     pub fn hosts(&self) -> Vec<HostReport> {
-        (self.shared.guards.hosts()).map_or_else(Vec::new, |hosts| hosts.report(Instant::now()))
+        self.shared.guards.hosts().report(Instant::now())
     }
 
     /// Marks `host` down by hand (`name` or `name:port`): nothing is sent to it, and it is not
@@ -85,11 +85,14 @@ impl RetryPolicy {
     /// [`Rejected`](crate::Rejected) ([`StopReason::HostDown`]). `false` when the policy has no
     /// breaker, or `host` is not a host's name.
     pub fn mark_down(&self, host: &str) -> bool {
-        let (Some(hosts), Some((key, name))) = (self.shared.guards.hosts(), Host::named(host))
-        else {
+        let Some((key, name)) = Host::named(host) else {
             return false;
         };
-        let marked = hosts.mark_down(key, name, Instant::now());
+        let marked = self
+            .shared
+            .guards
+            .hosts()
+            .mark_down(key, name, Instant::now());
         if marked {
             log::host_marked(host, true);
         }
@@ -99,14 +102,10 @@ impl RetryPolicy {
     /// Marks `host` up by hand, down or not: the requests held for it go at the rate they came, new
     /// ones at once. `false` when the policy has no breaker, or `host` is not a host's name.
     pub fn mark_up(&self, host: &str) -> bool {
-        let Some(hosts) = self
-            .shared
-            .guards
-            .hosts()
-            .filter(|hosts| hosts.breaker().is_some())
-        else {
+        let hosts = self.shared.guards.hosts();
+        if !hosts.has_breaker() {
             return false;
-        };
+        }
         let Some((key, _)) = Host::named(host) else {
             return false;
         };
@@ -129,9 +128,9 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        match self.policy.shared.guards.hosts() {
-            Some(hosts) if hosts.is_armed() => self.wait_for_host(request),
-            _ => Ok(None),
+        match self.policy.shared.guards.hosts().is_armed() {
+            true => self.wait_for_host(request),
+            false => Ok(None),
         }
     }
 
@@ -143,9 +142,8 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let (Some(hosts), Some(view), Some(place)) =
-            (shared.guards.hosts(), request, request.and_then(Place::of))
-        else {
+        let hosts = shared.guards.hosts();
+        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
             return Ok(None);
         };
         let now = Instant::now();
@@ -259,10 +257,8 @@ impl RetryState {
         let Some(delays) = &self.delays else {
             return false;
         };
-        let (Some(_), Some(hosts)) = (delays.held, self.policy.shared.guards.hosts()) else {
-            return false;
-        };
-        hosts.still_held(&delays.hosts, waker)
+        delays.held.is_some()
+            && (self.policy.shared.guards.hosts()).still_held(&delays.hosts, waker)
     }
 
     /// Whether the request is waiting for its down host (see [`still_held`](Self::still_held)).
@@ -279,9 +275,7 @@ impl RetryState {
         if delays.hosts.down.is_none() {
             return;
         }
-        if let Some(hosts) = self.policy.shared.guards.hosts() {
-            hosts.forget(&delays.hosts);
-        }
+        self.policy.shared.guards.hosts().forget(&delays.hosts);
     }
 
     /// What the breaker sets of the time limits of an attempt of `request` that started waiting at
@@ -295,12 +289,12 @@ impl RetryState {
         request: Option<&RequestView<'_>>,
         start: Instant,
     ) -> (Option<Instant>, Option<Instant>) {
-        let Some(latencies) = self.policy.shared.guards.latencies() else {
+        let shared = &*self.policy.shared;
+        let host = request.and_then(Place::of).map(|place| place.host);
+        let (Some(_), Some(host)) = (shared.settings.shapes.breaker, host) else {
             return (None, None);
         };
-        let Some(host) = request.and_then(Place::of).map(|place| place.host) else {
-            return (None, None);
-        };
+        let latencies = shared.guards.latencies();
         // A quick probe only where calls fail fast: a call held for its host waits for it in any
         // case, and its probe is better given the attempt's whole limit, lest a host that is back,
         // but slower than it was, be cut short and judged down still.
@@ -322,13 +316,11 @@ impl RetryState {
     /// that answers others meanwhile (slower, loaded) is not silent, and the attempt's end is
     /// judged as it comes.
     pub(crate) fn count_silence(&mut self, request: Option<&RequestView<'_>>, since: Instant) {
-        let guards = &self.policy.shared.guards;
-        let (Some(hosts), Some(latencies)) = (guards.hosts(), guards.latencies()) else {
-            return;
-        };
-        if self.silence_counted {
+        let shared = &*self.policy.shared;
+        if self.silence_counted || shared.settings.shapes.breaker.is_none() {
             return;
         }
+        let (hosts, latencies) = (shared.guards.hosts(), shared.guards.latencies());
         let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
             return;
         };
@@ -359,19 +351,17 @@ impl RetryState {
     /// its host's silence.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
-        if let (Some(latencies), Some(place)) = (
-            self.policy.shared.guards.latencies(),
-            request.and_then(Place::of),
-        ) {
-            let host = place.host;
-            latencies.sample(host, took);
+        let shared = &*self.policy.shared;
+        let place = request.and_then(Place::of);
+        if let (Some(_), Some(place)) = (shared.settings.shapes.breaker, place) {
+            shared.guards.latencies().sample(place.host, took);
         }
     }
 
     /// Records, for the breaker, an attempt the deadline cut before it was answered: a failure of
     /// the host, unless the deadline was the caller's own.
     pub(super) fn record_unanswered(&mut self, request: Option<&RequestView<'_>>) {
-        if self.policy.shared.guards.breaker().is_some() {
+        if self.policy.shared.settings.shapes.breaker.is_some() {
             let mut attempt = Attempt::timed_out(true);
             attempt.signal = crate::attempt::HostSignal::Nothing;
             self.record_hosts(&attempt, request);
@@ -381,9 +371,7 @@ impl RetryState {
     /// Whether a retry to `request`'s host would fail fast, the host (or the request's route) being
     /// down: then it is not decided, and the call ends with what it has.
     pub(super) fn host_fails_fast(&self, request: Option<&RequestView<'_>>) -> bool {
-        let Some(hosts) = self.policy.shared.guards.hosts() else {
-            return false;
-        };
+        let hosts = self.policy.shared.guards.hosts();
         hosts.is_armed()
             && request
                 .and_then(Place::of)
@@ -399,28 +387,24 @@ impl RetryState {
             return;
         }
         self.count_for_retry_throttling(attempt, request);
-        if let Some(throttles) = &self.policy.shared.guards.throttles {
+        let throttles = &self.policy.shared.guards.throttles;
+        if throttles.is_on() {
             let accepted = !attempt.outcome.is_retryable();
-            throttles
-                .of(request.and_then(Host::of))
-                .answered(Instant::now(), accepted);
+            throttles.answered(request.and_then(Host::of), Instant::now(), accepted);
         }
     }
 
     /// What an attempt's answer tells its host's cooldown and health, when the policy keeps them.
     fn record_hosts(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
-        let Some(hosts) = self.policy.shared.guards.hosts() else {
-            return;
-        };
+        let hosts = self.policy.shared.guards.hosts();
         let evidence = match evidence(attempt) {
             // A silence counted already, or a limit of the caller's own: only an answer says more.
             Evidence::Answered => Evidence::Answered,
             _ if self.cut_by_caller || self.silence_counted => Evidence::Nothing,
             evidence => evidence,
         };
-        let fails = evidence != Evidence::Nothing
-            && evidence != Evidence::Answered
-            && hosts.breaker().is_some();
+        let fails =
+            evidence != Evidence::Nothing && evidence != Evidence::Answered && hosts.has_breaker();
         if !(fails || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
             return;
         }
@@ -449,7 +433,7 @@ impl RetryState {
     /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
     /// request to the host goes before it ends.
     pub(super) fn host_pause(&self, request: Option<&RequestView<'_>>) -> Option<Pause> {
-        let hosts = self.policy.shared.guards.hosts()?;
+        let hosts = self.policy.shared.guards.hosts();
         if !hosts.is_armed() {
             return None;
         }
@@ -460,9 +444,7 @@ impl RetryState {
     /// queue.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(super) fn host_busy(&self, request: Option<&RequestView<'_>>) -> bool {
-        let Some(hosts) = self.policy.shared.guards.hosts() else {
-            return false;
-        };
+        let hosts = self.policy.shared.guards.hosts();
         request
             .and_then(Place::of)
             .is_some_and(|place| hosts.holds_or_paces(place, Instant::now))
@@ -491,7 +473,7 @@ fn evidence(attempt: &Attempt) -> Evidence {
 
 /// Whether the policy's breaker fails calls to a down host fast.
 fn guards_fail_fast(policy: &RetryPolicy) -> bool {
-    (policy.shared.guards.breaker()).is_some_and(|breaker| breaker.hold_bound().is_none())
+    (policy.shared.settings.shapes.breaker).is_some_and(|breaker| breaker.hold_bound().is_none())
 }
 
 /// Reports a change of a host's health: an event and a metric.
@@ -541,5 +523,32 @@ struct Probes {
 impl ProbeDelays for Probes {
     fn next_delay(&mut self) -> Duration {
         self.state.next_delay(&self.backoff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::engine::live::LivePolicy;
+    use crate::engine::policy::RetryPolicy;
+    use crate::guards::hosts::Host;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_round_trips_learnt_for_the_breaker_carry_over() {
+        let policy = LivePolicy::new(RetryPolicy::default());
+        let host = Host::from_raw(5);
+        let guards = || policy.current().shared.guards.clone();
+        for _ in 0..10 {
+            guards()
+                .latencies()
+                .sample(host, Duration::from_millis(100));
+        }
+        let learnt = guards().latencies().silence(host);
+        assert!(learnt.is_some());
+        let other = RetryPolicy::builder().max_retries(2).build().unwrap();
+        policy.reload(other).unwrap();
+        assert_eq!(guards().latencies().silence(host), learnt);
+        assert_eq!(policy.current().max_retries(), 2);
     }
 }

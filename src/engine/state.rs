@@ -114,8 +114,15 @@ impl RetryPolicy {
     }
 
     fn start_at(&self, started: Option<Instant>) -> RetryState {
-        self.shared.guards.deposit();
+        self.shared.deposit();
         RetryState::new(self.clone(), started)
+    }
+
+    /// [`start_unclocked`](Self::start_unclocked) of a policy the caller gives up: one reference
+    /// count less.
+    pub(crate) fn into_started(self) -> RetryState {
+        self.shared.deposit();
+        RetryState::new(self, None)
     }
 }
 
@@ -489,7 +496,8 @@ impl RetryState {
             .map_or(Duration::ZERO, |started| started.elapsed())
     }
 
-    /// When the deadline passes, starting its clock if it has not started.
+    /// When the deadline passes, starting its clock if it has not started (the tower adapter's,
+    /// while its inner service gets ready).
     #[cfg(feature = "tower")]
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.max_elapsed()?;

@@ -174,6 +174,39 @@ impl<T: Idle> HostMap<T> {
         table.hosts.get(&host).map(Arc::clone)
     }
 
+    /// Every entry, by host (the overflow's aside): what a reload carries over.
+    pub(crate) fn entries(&self) -> Vec<(Option<Host>, Arc<T>)> {
+        let table = self.map.read().unwrap_or_else(|e| e.into_inner());
+        (table.hosts.iter())
+            .map(|(host, entry)| (*host, Arc::clone(entry)))
+            .collect()
+    }
+
+    /// Calls `f` on every entry, the overflow's too.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&T)) {
+        let table = self.map.read().unwrap_or_else(|e| e.into_inner());
+        table.hosts.values().for_each(|entry| f(entry));
+        if let Some(overflow) = self.overflow.get() {
+            f(overflow);
+        }
+    }
+
+    /// Puts `f(entry)` in place of every entry. The overflow, made once, stays as it is: it holds
+    /// hosts that did not fit, whose counts are a mixture.
+    pub(crate) fn replace_each(&self, mut f: impl FnMut(&T) -> T) {
+        let mut table = self.map.write().unwrap_or_else(|e| e.into_inner());
+        for entry in table.hosts.values_mut() {
+            *entry = Arc::new(f(entry));
+        }
+    }
+
+    /// Forgets every entry (the overflow but for its place).
+    pub(crate) fn clear(&self) {
+        let mut table = self.map.write().unwrap_or_else(|e| e.into_inner());
+        table.hosts.clear();
+        table.next_scan = None;
+    }
+
     /// How many hosts the map holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

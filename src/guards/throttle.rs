@@ -14,8 +14,8 @@
 //! backend healthy, `accepts = requests` and nothing is rejected; `K = 2` lets through twice the accepted
 //! load, enough that a backend recovering from overload is probed at more than its capacity.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,7 +29,8 @@ const SLOTS: u64 = 10;
 /// One host's throttle.
 #[derive(Debug)]
 pub(crate) struct AdaptiveThrottle {
-    k: f64,
+    /// `K`, as the bits of an `f64`: a reload changes it in place (the counts mean the same).
+    k: AtomicU64,
     origin: Instant,
     slot: Duration,
     slots: [Slot; SLOTS as usize],
@@ -46,11 +47,22 @@ struct Slot {
 impl AdaptiveThrottle {
     pub(crate) fn new(k: f64, window: Duration) -> Self {
         Self {
-            k,
+            k: AtomicU64::new(k.to_bits()),
             origin: Instant::now(),
-            slot: (window / SLOTS as u32).max(Duration::from_millis(1)),
+            slot: slot_of(window),
             slots: Default::default(),
         }
+    }
+
+    /// A throttle over `window` that knows what `old` counted in its window up to `now`: the
+    /// requests and accepts of a window mean the same over another, and count from `now` in it.
+    fn carried(old: &Self, k: f64, window: Duration, now: Instant) -> Self {
+        let new = Self::new(k, window);
+        let (requests, accepts) = old.counts(now);
+        let slot = new.slot_at(now);
+        slot.requests.store(requests, Ordering::Relaxed);
+        slot.accepts.store(accepts, Ordering::Relaxed);
+        new
     }
 
     /// Decides at `now` whether a request goes out: `Err(p)` if it is rejected locally, with the
@@ -82,6 +94,14 @@ impl AdaptiveThrottle {
 
     /// `max(0, (requests − K·accepts) / (requests + 1))` over the window ending at `now`.
     pub(crate) fn rejection_probability(&self, now: Instant) -> f64 {
+        let (requests, accepts) = self.counts(now);
+        let k = f64::from_bits(self.k.load(Ordering::Relaxed));
+        let requests = requests as f64;
+        ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
+    }
+
+    /// The requests and the accepts counted over the window ending at `now`.
+    fn counts(&self, now: Instant) -> (u64, u64) {
         let current = self.epoch(now);
         let (mut requests, mut accepts) = (0u64, 0u64);
         for slot in &self.slots {
@@ -91,8 +111,7 @@ impl AdaptiveThrottle {
                 accepts += slot.accepts.load(Ordering::Relaxed);
             }
         }
-        let requests = requests as f64;
-        ((requests - self.k * accepts as f64) / (requests + 1.0)).max(0.0)
+        (requests, accepts)
     }
 
     fn epoch(&self, now: Instant) -> u64 {
@@ -133,37 +152,91 @@ impl crate::guards::hosts::Idle for AdaptiveThrottle {
     }
 }
 
+/// A slot of a throttle over `window`.
+fn slot_of(window: Duration) -> Duration {
+    (window / SLOTS as u32).max(Duration::from_millis(1))
+}
+
 /// The throttles of a policy: one per host, shared by every clone of the policy.
 #[derive(Debug)]
 pub(crate) struct Throttles {
-    k: f64,
-    window: Duration,
+    /// `K` and the window, which a reload changes (`reshape`).
+    shape: Mutex<(f64, Duration)>,
+    /// Whether adaptive throttling is on: off, nothing is rejected, nothing counted.
+    on: AtomicBool,
     hosts: HostMap<AdaptiveThrottle>,
 }
 
 impl Throttles {
-    pub(crate) fn new(k: f64, window: Duration) -> Self {
+    /// The throttles of `shape` (`K` and the window), or off.
+    pub(crate) fn new(shape: Option<(f64, Duration)>) -> Self {
+        // Off, the default shape waits for a reload that turns them on.
+        let (k, window) = shape.unwrap_or((2.0, Duration::from_secs(10)));
         Self {
-            k,
-            window,
+            shape: Mutex::new((k, window)),
+            on: AtomicBool::new(shape.is_some()),
             hosts: HostMap::default(),
         }
     }
 
-    pub(crate) const fn k(&self) -> f64 {
-        self.k
+    /// Whether adaptive throttling is on: the one thing a request without it asks.
+    #[inline]
+    pub(crate) fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
     }
 
-    /// The window the throttles count over.
-    #[cfg(feature = "serde")]
-    pub(crate) const fn window(&self) -> Duration {
-        self.window
+    fn shape(&self) -> (f64, Duration) {
+        *self.shape.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a request to `host` goes out at `now` (see [`AdaptiveThrottle::admit`]). Asked only
+    /// while the throttles are on.
+    pub(crate) fn admit(
+        &self,
+        host: Option<Host>,
+        now: Instant,
+        draw: impl FnOnce() -> f64,
+    ) -> Result<(), f64> {
+        self.of(host).admit(now, draw)
+    }
+
+    /// Counts, at `now`, a request to `host` the backend answered, `accepted` or not. Told only
+    /// while the throttles are on.
+    pub(crate) fn answered(&self, host: Option<Host>, now: Instant, accepted: bool) {
+        self.of(host).answered(now, accepted);
     }
 
     /// The throttle of `host` (requests without one share a throttle).
-    pub(crate) fn of(&self, host: Option<Host>) -> Arc<AdaptiveThrottle> {
-        self.hosts
-            .get(host, || AdaptiveThrottle::new(self.k, self.window))
+    fn of(&self, host: Option<Host>) -> std::sync::Arc<AdaptiveThrottle> {
+        self.hosts.get(host, || {
+            let (k, window) = self.shape();
+            AdaptiveThrottle::new(k, window)
+        })
+    }
+
+    /// Gives the throttles `shape` (`K` and the window; `None`: off) at `now`. A new `K` keeps every
+    /// host's counts, which mean the same under it; a new window keeps each host's counts of the
+    /// old window, counted from `now` in the new one; turned off, they are forgotten, and turned on
+    /// again, counted afresh.
+    pub(crate) fn reshape(&self, shape: Option<(f64, Duration)>, now: Instant) {
+        let Some((k, window)) = shape else {
+            self.on.store(false, Ordering::Relaxed);
+            self.hosts.clear();
+            return;
+        };
+        // Not held while the hosts' map is locked: a new host's throttle reads it under that lock.
+        let (_, old_window) = std::mem::replace(
+            &mut *self.shape.lock().unwrap_or_else(|e| e.into_inner()),
+            (k, window),
+        );
+        if slot_of(old_window) == slot_of(window) {
+            self.hosts
+                .for_each(|throttle| throttle.k.store(k.to_bits(), Ordering::Relaxed));
+        } else {
+            self.hosts
+                .replace_each(|throttle| AdaptiveThrottle::carried(throttle, k, window, now));
+        }
+        self.on.store(true, Ordering::Relaxed);
     }
 }
 
@@ -230,5 +303,32 @@ mod tests {
         // A slot reused after a full turn starts from zero.
         throttle.answered(t0 + secs(11), false);
         assert!((throttle.rejection_probability(t0 + secs(11)) - 0.5).abs() < 1e-12);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_keeps_the_counts_under_a_new_k_and_over_a_new_window() {
+        let throttles = Throttles::new(Some((2.0, secs(10))));
+        let host = Some(Host::from_raw(1));
+        let now = Instant::now();
+        for n in 0..100 {
+            throttles.answered(host, now, n < 20);
+        }
+        let p = |throttles: &Throttles| throttles.of(host).rejection_probability(Instant::now());
+        assert!((p(&throttles) - 60.0 / 101.0).abs() < 1e-12);
+        // K = 3: (100 − 60) / 101, the same counts.
+        throttles.reshape(Some((3.0, secs(10))), Instant::now());
+        assert!((p(&throttles) - 40.0 / 101.0).abs() < 1e-12);
+        // Over a window of 30 s, the counts of the last 10 s count from now: they last 30 s.
+        tokio::time::advance(secs(5)).await;
+        throttles.reshape(Some((3.0, secs(30))), Instant::now());
+        assert!((p(&throttles) - 40.0 / 101.0).abs() < 1e-12);
+        tokio::time::advance(secs(20)).await;
+        assert!((p(&throttles) - 40.0 / 101.0).abs() < 1e-12);
+        // Off, it forgets; on again, it starts afresh.
+        throttles.reshape(None, Instant::now());
+        assert!(!throttles.is_on());
+        throttles.reshape(Some((2.0, secs(10))), Instant::now());
+        assert!(throttles.is_on());
+        assert_eq!(p(&throttles), 0.0);
     }
 }

@@ -21,6 +21,7 @@ pub(crate) const TARGET: &str = "stagger::span";
 
 /// Whether a subscriber wants stagger's spans: the callsite's cached interest, so that a call nobody
 /// traces makes no view of its request for them.
+#[inline]
 pub(crate) fn enabled() -> bool {
     tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }

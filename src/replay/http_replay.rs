@@ -251,14 +251,25 @@ impl Replay<reqwest::Request> for HttpReplay {
     }
 
     fn rebuild(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
-        let mut request = recorded.template.try_clone()?;
-        let body = match recorded.recorder.body() {
-            Some(bytes) => reqwest::Body::from(bytes),
-            None => recorded.unread.as_ref()?.take()?,
-        };
-        *request.body_mut() = Some(body);
-        Some(request)
+        rebuild_reqwest(&recorded.template, &recorded.recorder, &recorded.unread)
     }
+}
+
+/// A retry's `reqwest::Request`, made from `template` and the body `recorder` recorded, or the body
+/// itself if it came back unread (to `unread`).
+#[cfg(feature = "reqwest")]
+pub(crate) fn rebuild_reqwest(
+    template: &reqwest::Request,
+    recorder: &Recorder,
+    unread: &Option<Arc<Unread<reqwest::Body>>>,
+) -> Option<reqwest::Request> {
+    let mut request = template.try_clone()?;
+    let body = match recorder.body() {
+        Some(bytes) => reqwest::Body::from(bytes),
+        None => unread.as_ref()?.take()?,
+    };
+    *request.body_mut() = Some(body);
+    Some(request)
 }
 
 /// What is kept of an `http` request sent without a copy: its method, its target and the headers
@@ -296,7 +307,9 @@ pub(crate) fn http_view<B>(
 }
 
 #[cfg(feature = "reqwest")]
-fn reqwest_view(request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>) -> RequestView<'_> {
+pub(crate) fn reqwest_view(
+    request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
+) -> RequestView<'_> {
     match request {
         Sent::Copy(r) => RequestView::from_reqwest(r),
         Sent::Kept((method, url)) => RequestView::reqwest_without_headers(method, url),

@@ -9,11 +9,15 @@ pub(crate) mod body;
 mod grpc;
 pub(crate) mod http_replay;
 mod replay_fn;
+#[cfg(all(feature = "tower", feature = "reqwest"))]
+mod with_extensions;
 
 #[cfg(feature = "tonic")]
 pub use grpc::GrpcReplay;
 pub use http_replay::HttpReplay;
 pub use replay_fn::ReplayFn;
+#[cfg(all(feature = "tower", feature = "reqwest"))]
+pub use with_extensions::WithExtensions;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 use ::tower::Layer;
 
 use super::service::Retry;
+use crate::engine::live::PolicySource;
 use crate::engine::policy::RetryPolicy;
 use crate::error::ConfigError;
 #[cfg(feature = "tonic")]
@@ -38,14 +39,20 @@ use crate::replay::{HttpReplay, ReplayFn};
 ///
 /// The inner service must be [`Clone`]: each request keeps a clone for its retries, and calls it only after
 /// `poll_ready` says it is ready. Put a `tower::buffer::Buffer` in front of a service that is not.
+///
+/// # A policy that changes
+///
+/// Each constructor takes a [`RetryPolicy`], or a [`LivePolicy`](crate::LivePolicy) whose
+/// [`reload`](crate::LivePolicy::reload) changes the policy of the calls that start after it,
+/// keeping what the guards know (a host found down stays down).
 // The inherent impl of `RetryLayer`: here, and `grpc_service_config` in `service_config.rs`.
 #[derive(Debug, Clone)]
-pub struct RetryLayer<R = HttpReplay> {
-    policy: RetryPolicy,
+pub struct RetryLayer<R = HttpReplay, P = RetryPolicy> {
+    policy: P,
     replay: R,
 }
 
-impl RetryLayer {
+impl<P: PolicySource> RetryLayer<HttpReplay, P> {
     /// A layer that retries HTTP requests under `policy`, with the policy's HTTP classifier.
     ///
     /// A server that answers `503` with `Retry-After: 1`, then `200`:
@@ -76,7 +83,7 @@ impl RetryLayer {
     /// assert!(info.slept() >= Duration::from_secs(1)); // Retry-After honoured
     /// # }
     /// ```
-    pub const fn new(policy: RetryPolicy) -> Self {
+    pub const fn new(policy: P) -> Self {
         Self {
             policy,
             replay: HttpReplay,
@@ -85,7 +92,7 @@ impl RetryLayer {
 }
 
 #[cfg(feature = "tonic")]
-impl RetryLayer<GrpcReplay> {
+impl<P: PolicySource> RetryLayer<GrpcReplay, P> {
     /// A layer that retries the calls of a tonic client under `policy`, as gRPC's retry design (A6)
     /// says (feature `tonic`): over a `tonic::transport::Channel`, or any service of
     /// `http::Request<tonic::body::Body>`, and under a generated client.
@@ -121,7 +128,7 @@ impl RetryLayer<GrpcReplay> {
     ///
     /// Not [`RetryLayer::new`]: tonic's body is not `Clone`, and Rust does not let stagger read a
     /// body that is not `Clone` in the same layer type as those that are (see [`GrpcReplay`]).
-    pub const fn grpc(policy: RetryPolicy) -> Self {
+    pub const fn grpc(policy: P) -> Self {
         Self {
             policy,
             replay: GrpcReplay,
@@ -129,12 +136,13 @@ impl RetryLayer<GrpcReplay> {
     }
 }
 
-impl<F> RetryLayer<ReplayFn<F>> {
+impl<F, P: PolicySource> RetryLayer<ReplayFn<F>, P> {
     /// A layer for any service whose requests are [`Clone`], judging each attempt's result with
     /// `classify` instead of the policy's HTTP classifier.
     ///
     /// A policy built with [`classifier`](crate::RetryPolicyBuilder::classifier) is refused with
-    /// [`ConfigError::ClassifierUnused`]: its classifier would never be asked.
+    /// [`ConfigError::ClassifierUnused`]: its classifier would never be asked; so is, from then on,
+    /// the [`reload`](crate::LivePolicy::reload) of a live policy with one.
     ///
     /// Here a service over `u32` requests that is busy twice, then answers:
     ///
@@ -172,10 +180,8 @@ impl<F> RetryLayer<ReplayFn<F>> {
     /// assert_eq!(layer.unwrap_err(), ConfigError::ClassifierUnused);
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn classify_with(policy: RetryPolicy, classify: F) -> Result<Self, ConfigError> {
-        if policy.shared.settings.custom_classifier {
-            return Err(ConfigError::ClassifierUnused);
-        }
+    pub fn classify_with(policy: P, classify: F) -> Result<Self, ConfigError> {
+        policy.judged_by_closure()?;
         Ok(Self {
             policy,
             replay: ReplayFn::new(classify),
@@ -183,8 +189,8 @@ impl<F> RetryLayer<ReplayFn<F>> {
     }
 }
 
-impl<S, R: Clone> Layer<S> for RetryLayer<R> {
-    type Service = Retry<S, R>;
+impl<S, R: Clone, P: PolicySource> Layer<S> for RetryLayer<R, P> {
+    type Service = Retry<S, R, P>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Retry::new(inner, self.policy.clone(), self.replay.clone())

@@ -1,13 +1,18 @@
 //! The tower integration: the [`Retry`] service that [`RetryLayer`](crate::RetryLayer) makes, and its
-//! future; and [`Restarting`], which remakes `tower::reconnect`'s connections on a restart schedule.
+//! future; [`Restarting`], which remakes `tower::reconnect`'s connections on a restart schedule; and
+//! `WithExtensions`, a `reqwest::Request` with extensions of its own beside it (feature `reqwest`).
 
 mod future;
 pub(crate) mod layer;
+#[cfg(feature = "reqwest")]
+mod reqwest_client;
 mod restarting;
 mod service;
 #[cfg(feature = "tonic")]
 mod service_config;
 
+#[cfg(feature = "reqwest")]
+pub use crate::replay::WithExtensions;
 pub use future::ResponseFuture;
 pub use restarting::{Restarting, RestartingFuture};
 pub use service::Retry;

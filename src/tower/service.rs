@@ -4,6 +4,7 @@ use ::tower::Service;
 
 use super::future::ResponseFuture;
 use crate::attempt::{RetryInfo, StopReason};
+use crate::engine::live::PolicySource;
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 use crate::replay::{HttpReplay, Judge};
@@ -28,14 +29,15 @@ use crate::replay::{HttpReplay, Judge};
 /// let _inner = service.into_inner(); // the service it wrapped, without retries
 /// ```
 #[derive(Debug, Clone)]
-pub struct Retry<S, R = HttpReplay> {
+pub struct Retry<S, R = HttpReplay, P = RetryPolicy> {
     inner: S,
-    policy: RetryPolicy,
+    policy: P,
     replay: R,
 }
 
-impl<S, R> Retry<S, R> {
-    /// Wraps `inner`, retrying under `policy` with `replay` copying and judging its requests.
+impl<S, R, P: PolicySource> Retry<S, R, P> {
+    /// Wraps `inner`, retrying under `policy` (a [`RetryPolicy`], or a
+    /// [`LivePolicy`](crate::LivePolicy)) with `replay` copying and judging its requests.
     ///
     /// What [`RetryLayer`](crate::RetryLayer) makes, without a layer; `replay` is
     /// [`HttpReplay`](crate::adapter::HttpReplay) for HTTP, [`ReplayFn`](crate::adapter::ReplayFn) for
@@ -57,7 +59,7 @@ impl<S, R> Retry<S, R> {
     /// assert_eq!(RetryInfo::of(response.extensions()).attempts(), 1);
     /// # }
     /// ```
-    pub const fn new(inner: S, policy: RetryPolicy, replay: R) -> Self {
+    pub const fn new(inner: S, policy: P, replay: R) -> Self {
         Self {
             inner,
             policy,
@@ -65,8 +67,9 @@ impl<S, R> Retry<S, R> {
         }
     }
 
-    /// The policy in use.
-    pub fn policy(&self) -> &RetryPolicy {
+    /// The policy in use: the [`RetryPolicy`], or the [`LivePolicy`](crate::LivePolicy), it was
+    /// given.
+    pub fn policy(&self) -> &P {
         &self.policy
     }
 
@@ -86,10 +89,11 @@ impl<S, R> Retry<S, R> {
     }
 }
 
-impl<S, R, Req> Service<Req> for Retry<S, R>
+impl<S, R, P, Req> Service<Req> for Retry<S, R, P>
 where
     S: Service<Req> + Clone,
     R: Judge<Req, S::Response, S::Error> + Clone,
+    P: PolicySource,
 {
     type Response = S::Response;
     type Error = Error<S::Error>;
@@ -112,7 +116,7 @@ where
         let service = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::new(
             service,
-            self.policy.start_unclocked(),
+            self.policy.start_call(),
             self.replay.clone(),
             request,
         )

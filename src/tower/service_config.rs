@@ -1,7 +1,7 @@
 //! [`ServiceConfigLayer`] and [`ServiceConfigRetry`]: `RetryLayer::grpc` under a gRPC service
 //! config, each call under its method's policy and timeout (feature `tonic`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -66,12 +66,17 @@ impl RetryLayer {
     ///
     /// The builder's checks apply ([`ConfigError`]); the service config's were made when it was
     /// read ([`GrpcServiceConfig::from_json`]).
+    ///
+    /// A new service config from the resolver goes to [`ServiceConfigLayer::reload`].
     pub fn grpc_service_config(
         builder: RetryPolicyBuilder,
         config: &GrpcServiceConfig,
     ) -> Result<ServiceConfigLayer, ConfigError> {
         Ok(ServiceConfigLayer {
-            policies: Arc::new(GrpcPolicies::new(builder, config)?),
+            live: Arc::new(Live {
+                policies: RwLock::new(Arc::new(GrpcPolicies::new(builder, config)?)),
+                reloading: Mutex::new(()),
+            }),
         })
     }
 }
@@ -97,21 +102,80 @@ impl RetryLayer {
 /// assert_eq!(layer.policy_of("/shop.Orders/Get").max_retries(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # A new service config
+///
+/// A clone of the layer is a handle on the services it made: [`reload`](Self::reload) gives them
+/// the service config a resolver sends next, as a gRPC channel takes its resolver's, keeping what
+/// the guards know.
 #[derive(Debug, Clone)]
 pub struct ServiceConfigLayer {
-    policies: Arc<GrpcPolicies>,
+    live: Arc<Live>,
+}
+
+/// The policies the services of one layer follow, which a reload replaces.
+#[derive(Debug)]
+struct Live {
+    policies: RwLock<Arc<GrpcPolicies>>,
+    /// One reload at a time: each reshapes the guards from the shapes the last one left.
+    reloading: Mutex<()>,
+}
+
+impl Live {
+    fn policies(&self) -> std::sync::RwLockReadGuard<'_, Arc<GrpcPolicies>> {
+        self.policies.read().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl ServiceConfigLayer {
-    /// The policy the calls of the method `full_name` (`/package.Service/Method`) run under; a name
-    /// that is not a method's gets the default method config's, if there is one.
-    pub fn policy_of(&self, full_name: &str) -> &RetryPolicy {
-        self.policies.of(GrpcName::parse(full_name)).0
+    /// The policy the calls of the method `full_name` (`/package.Service/Method`) that start now
+    /// run under; a name that is not a method's gets the default method config's, if there is one.
+    pub fn policy_of(&self, full_name: &str) -> RetryPolicy {
+        self.live
+            .policies()
+            .of(GrpcName::parse(full_name))
+            .0
+            .clone()
     }
 
     /// The service config the layer follows.
-    pub fn service_config(&self) -> &GrpcServiceConfig {
-        self.policies.config()
+    pub fn service_config(&self) -> GrpcServiceConfig {
+        self.live.policies().config().clone()
+    }
+
+    /// Makes `config` the service config of the calls that start from now on, through every
+    /// service this layer (or a clone of it) made; the calls in flight end under the one they
+    /// started with. The builder's settings stay, and so do the guards and what they know: a host
+    /// the breaker found down stays down, its calls held; the budget's account, or, when both
+    /// configs set `retryThrottling`, each server's tokens, scaled to the new `maxTokens` as
+    /// C-core scales them (a server whose retries were throttled stays throttled).
+    ///
+    /// ```
+    /// use stagger::{GrpcServiceConfig, RetryLayer, RetryPolicy};
+    ///
+    /// let retry = |attempts: u32| GrpcServiceConfig::from_json(&format!(r#"{{"methodConfig": [
+    ///   {{"name": [{{"service": "shop.Catalog"}}],
+    ///    "retryPolicy": {{"maxAttempts": {attempts}, "initialBackoff": "0.1s", "maxBackoff": "1s",
+    ///                    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}}}
+    /// ]}}"#));
+    /// let layer = RetryLayer::grpc_service_config(RetryPolicy::builder(), &retry(3)?)?;
+    /// assert_eq!(layer.policy_of("/shop.Catalog/List").max_retries(), 2);
+    /// layer.reload(&retry(5)?);
+    /// assert_eq!(layer.policy_of("/shop.Catalog/List").max_retries(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reload(&self, config: &GrpcServiceConfig) {
+        let _one_at_a_time = (self.live.reloading)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let next = Arc::new(self.live.policies().reloaded(config));
+        let previous = std::mem::replace(
+            &mut *(self.live.policies)
+                .write()
+                .unwrap_or_else(PoisonError::into_inner),
+            next,
+        );
+        drop(previous);
     }
 }
 
@@ -121,7 +185,7 @@ impl<S> Layer<S> for ServiceConfigLayer {
     fn layer(&self, inner: S) -> Self::Service {
         ServiceConfigRetry {
             inner,
-            policies: Arc::clone(&self.policies),
+            live: Arc::clone(&self.live),
         }
     }
 }
@@ -132,7 +196,7 @@ impl<S> Layer<S> for ServiceConfigLayer {
 #[derive(Debug, Clone)]
 pub struct ServiceConfigRetry<S> {
     inner: S,
-    policies: Arc<GrpcPolicies>,
+    live: Arc<Live>,
 }
 
 impl<S> ServiceConfigRetry<S> {
@@ -171,11 +235,14 @@ where
     }
 
     fn call(&mut self, mut request: GrpcRequest) -> Self::Future {
-        let (policy, timeout) = self.policies.of(method_of(&request));
-        if let Some(timeout) = timeout {
-            shorten_deadline(&mut request, timeout);
-        }
-        let state = policy.start_unclocked();
+        let state = {
+            let policies = self.live.policies();
+            let (policy, timeout) = policies.of(method_of(&request));
+            if let Some(timeout) = timeout {
+                shorten_deadline(&mut request, timeout);
+            }
+            policy.start_unclocked()
+        };
         // As `Retry::call`: the service driven ready takes the call, a clone stays behind.
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);

@@ -19,8 +19,10 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, Uri};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
+use stagger::adapter::HttpReplay;
 use stagger::{
-    Rejected, RetryEvent, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy, RetryReport,
+    PolicySource, Rejected, RetryEvent, RetryInfo, RetryLayer, RetryMiddleware, RetryPolicy,
+    RetryReport,
 };
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
@@ -261,8 +263,12 @@ pub enum Adapter {
 }
 
 impl Adapter {
-    /// A client retrying with `policy`, over a fresh `reqwest::Client`.
-    pub fn client(self, policy: RetryPolicy) -> Client {
+    /// A client retrying with `policy` (a `RetryPolicy` or a `LivePolicy`), over a fresh
+    /// `reqwest::Client`.
+    pub fn client<P: PolicySource>(self, policy: P) -> Client<P>
+    where
+        RetryMiddleware<P>: Middleware,
+    {
         // A proxy from the environment must not stand between the client and the loopback server.
         let reqwest = reqwest::Client::builder().no_proxy().build().unwrap();
         match self {
@@ -329,9 +335,9 @@ where
 
 /// A retrying client; clones share its policy, and so its retry budget and its hosts' pauses.
 #[derive(Clone)]
-pub enum Client {
+pub enum Client<P = RetryPolicy> {
     Middleware(ClientWithMiddleware),
-    Layer(stagger::tower::Retry<Transport>),
+    Layer(stagger::tower::Retry<Transport, HttpReplay, P>),
 }
 
 /// How a call ended without a response.
@@ -342,7 +348,7 @@ pub enum Failure {
     Other(String),
 }
 
-impl Client {
+impl<P: PolicySource> Client<P> {
     /// A GET of `url`.
     pub async fn get(&self, url: &str) -> Result<reqwest::Response, Failure> {
         match self {

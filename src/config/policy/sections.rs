@@ -215,7 +215,6 @@ pub struct GrpcMethodConfig {
 /// The settings of `policy`.
 pub(super) fn of(policy: &RetryPolicy) -> PolicyConfig {
     let settings = &policy.shared.settings;
-    let guards = &policy.shared.guards;
     let budget = policy.budget().map_or(
         BudgetConfig {
             enabled: false,
@@ -250,7 +249,7 @@ pub(super) fn of(policy: &RetryPolicy) -> PolicyConfig {
     let adaptive_throttle = AdaptiveThrottleConfig {
         enabled: policy.adaptive_throttle().is_some(),
         k: policy.adaptive_throttle().unwrap_or(2.0),
-        window: guards
+        window: policy
             .adaptive_throttle_window()
             .unwrap_or(RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW),
     };
@@ -286,7 +285,7 @@ pub(super) fn of(policy: &RetryPolicy) -> PolicyConfig {
             send_max_elapsed: settings.grpc_send_max_elapsed,
             methods,
         },
-        seed: Some(guards.seed()),
+        seed: Some(policy.shared.guards.seed()),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The policies of a service config: one per method config, and one for the calls no method config
-//! matches, all made from one builder's settings and drawing on one set of guards.
+//! matches, all made from one builder's settings and drawing on one set of guards, which the
+//! policies of the next service config (a reload) draw on too.
 
 use std::time::Duration;
 
@@ -8,13 +9,16 @@ use crate::classify::{GrpcCodes, GrpcName};
 use crate::engine::backoff::{Backoff, Jitter};
 use crate::engine::builder::RetryPolicyBuilder;
 use crate::engine::derive::Derivation;
-use crate::engine::policy::RetryPolicy;
+use crate::engine::policy::{GuardShapes, RetryPolicy};
 use crate::error::ConfigError;
 
 /// What a call of a service config's channel runs under: its method's policy and timeout.
 #[derive(Debug)]
 pub(crate) struct GrpcPolicies {
     config: GrpcServiceConfig,
+    /// The builder's policy, which every method's is made from: its settings, its budget, and the
+    /// guards they all share.
+    root: RetryPolicy,
     /// The policy of each method config, by its index.
     methods: Vec<RetryPolicy>,
     /// The policy of a call no method config matches: no retries (transparent ones aside).
@@ -30,22 +34,35 @@ impl GrpcPolicies {
         builder: RetryPolicyBuilder,
         config: &GrpcServiceConfig,
     ) -> Result<Self, ConfigError> {
-        let builder = match config.throttling() {
-            Some(t) => builder.grpc_retry_throttling(t.max_tokens, t.milli_ratio),
-            None => builder,
-        };
-        let base = builder.build()?;
+        Ok(Self::made(builder.build()?, config))
+    }
+
+    /// The policies of `config` made of the same builder's settings, drawing on the same guards,
+    /// whose retry throttling takes `config`'s shape: what a reload of the service config makes.
+    pub(crate) fn reloaded(&self, config: &GrpcServiceConfig) -> Self {
+        Self::made(self.root.clone(), config)
+    }
+
+    fn made(root: RetryPolicy, config: &GrpcServiceConfig) -> Self {
+        let throttling = config.throttling().map(|t| (t.max_tokens, t.milli_ratio));
+        let shared = &root.shared;
+        shared.guards.reshape(&GuardShapes {
+            retry_throttling: throttling,
+            ..shared.settings.shapes
+        });
+        let budget = throttling.is_none();
         let methods = config
             .methods()
             .iter()
-            .map(|method| base.derive(derivation(&base, method.policy)))
+            .map(|method| root.derive(derivation(&root, method.policy, budget)))
             .collect();
-        let unmatched = base.derive(derivation(&base, CallPolicy::None));
-        Ok(Self {
+        let unmatched = root.derive(derivation(&root, CallPolicy::None, budget));
+        Self {
             config: config.clone(),
+            root,
             methods,
             unmatched,
-        })
+        }
     }
 
     /// The policy and the timeout of a call of `name` (`None`: a call whose method is not known,
@@ -67,7 +84,7 @@ impl GrpcPolicies {
 }
 
 /// How a method config's policy changes the base policy.
-fn derivation(base: &RetryPolicy, policy: CallPolicy) -> Derivation {
+fn derivation(base: &RetryPolicy, policy: CallPolicy, budget: bool) -> Derivation {
     match policy {
         CallPolicy::Retry(retry) => Derivation {
             // A6: attempt n waits random(0, min(initialBackoff · backoffMultiplier^(n−1),
@@ -80,6 +97,7 @@ fn derivation(base: &RetryPolicy, policy: CallPolicy) -> Derivation {
             grpc_codes: retry.retryable,
             hedge_after: None,
             safe_to_send_twice: false,
+            budget,
         },
         CallPolicy::Hedging(hedging) => Derivation {
             // A6: a non-fatal status sends the next hedge at once.
@@ -88,6 +106,7 @@ fn derivation(base: &RetryPolicy, policy: CallPolicy) -> Derivation {
             grpc_codes: hedging.non_fatal,
             hedge_after: Some(hedging.hedging_delay),
             safe_to_send_twice: true,
+            budget,
         },
         CallPolicy::None => Derivation {
             backoff: *base.backoff(),
@@ -95,6 +114,7 @@ fn derivation(base: &RetryPolicy, policy: CallPolicy) -> Derivation {
             grpc_codes: GrpcCodes::NONE,
             hedge_after: None,
             safe_to_send_twice: false,
+            budget,
         },
     }
 }

@@ -9,7 +9,9 @@ use crate::classify::grpc::{GrpcMethod, GrpcName, GrpcRules};
 use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
 use crate::engine::breaker::Breaker;
-use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
+use crate::engine::policy::{
+    GuardShapes, RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared,
+};
 use crate::engine::policy_guards::{Guards, RetryBudget};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
@@ -17,8 +19,6 @@ use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
 use hosts::check_breaker;
 
 mod grpc;
-#[cfg(feature = "tonic")]
-mod grpc_config;
 mod hosts;
 mod sending;
 mod throttling;
@@ -38,7 +38,7 @@ mod throttling;
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 // The inherent impl of `RetryPolicyBuilder`: the limits here, and a file of `builder/` for each group
-// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`, `grpc_config.rs`.
+// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`.
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
@@ -49,8 +49,6 @@ pub struct RetryPolicyBuilder {
     adaptive_throttle: Option<f64>,
     adaptive_throttle_window: Duration,
     budget: Budget,
-    /// gRPC's retry throttling: `maxTokens`, and `tokenRatio` in thousandths (a service config's).
-    retry_throttling: Option<(u32, u64)>,
     seed: Option<u64>,
 }
 
@@ -148,6 +146,13 @@ impl RetryPolicyBuilder {
                 on_retry: None,
                 grpc: GrpcRules::default(),
                 grpc_send_max_elapsed: false,
+                // Set by `build`, from the fields below.
+                shapes: GuardShapes {
+                    host_cooldown: false,
+                    breaker: None,
+                    adaptive_throttle: None,
+                    retry_throttling: None,
+                },
             },
             grpc_methods: Vec::new(),
             host_cooldown: false,
@@ -155,7 +160,6 @@ impl RetryPolicyBuilder {
             adaptive_throttle: None,
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             budget: Budget::Default,
-            retry_throttling: None,
             seed: None,
         }
     }
@@ -588,21 +592,20 @@ impl RetryPolicyBuilder {
             Budget::Given(budget) => Some(budget),
             Budget::Off => None,
         };
-        let throttle = self
-            .adaptive_throttle
-            .map(|k| (k, self.adaptive_throttle_window));
+        self.settings.shapes = GuardShapes {
+            host_cooldown: self.host_cooldown,
+            breaker: self.breaker,
+            adaptive_throttle: (self.adaptive_throttle).map(|k| (k, self.adaptive_throttle_window)),
+            // A service config's, which its policies give the guards (`GrpcPolicies`).
+            retry_throttling: None,
+        };
         let seed = self.seed.unwrap_or_else(entropy_seed);
+        let guards = Arc::new(Guards::new(&self.settings.shapes, seed));
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 settings: self.settings,
-                guards: Arc::new(Guards::new(
-                    budget,
-                    self.host_cooldown,
-                    self.breaker,
-                    throttle,
-                    self.retry_throttling,
-                    seed,
-                )),
+                budget,
+                guards,
             }),
         })
     }

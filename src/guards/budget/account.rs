@@ -13,6 +13,8 @@ use tokio::time::Instant;
 use super::{RetryBudgetBuilder, credit};
 use crate::guards::hosts::{CREDIT_KEY_MASK, Host};
 
+mod carry;
+
 /// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
 const SLOTS: usize = 10;
 /// What one retry costs, in units; a deposit is worth `ratio × RETRY_COST` units.

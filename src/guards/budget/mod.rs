@@ -290,6 +290,38 @@ impl RetryBudget {
         self.account.shape.window
     }
 
+    /// Whether anything but one policy holds this budget: a clone kept, or given to another policy.
+    pub(crate) fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.account) > 1
+    }
+
+    /// This budget's shape, taking over what `old` knows at `now`: `old` itself when the shapes are
+    /// the same (or the two are one account); otherwise new accounts of this shape that carry
+    /// `old`'s ([`Account::carried`]). Kept per host before and not now, the hosts' accounts are
+    /// merged into the one; kept per host now and not before, the hosts start afresh (one account's
+    /// history cannot be told apart by host); kept per host before and now, each host's account
+    /// carries its own.
+    pub(crate) fn taking_over(&self, old: &RetryBudget, now: Instant) -> RetryBudget {
+        let shape = self.account.shape;
+        if Arc::ptr_eq(&self.account, &old.account) || shape == old.account.shape {
+            return old.clone();
+        }
+        let hosts = (old.hosts.as_ref()).map_or_else(Vec::new, |hosts| hosts.entries());
+        let mut from: Vec<&Account> = vec![&old.account];
+        if !shape.per_host {
+            from.extend(hosts.iter().map(|(_, account)| &**account));
+        }
+        let account = Arc::new(Account::carried(shape, &from, now));
+        let hosts = shape.per_host.then(|| {
+            let map = HostMap::default();
+            for (host, account) in &hosts {
+                map.get(*host, || Account::carried(shape, &[account], now));
+            }
+            Arc::new(map)
+        });
+        RetryBudget { account, hosts }
+    }
+
     /// Records one request.
     pub(crate) fn deposit(&self) {
         self.account.deposit();

@@ -332,6 +332,31 @@ impl HostHealth {
         self.gateway = Gateway::default();
     }
 
+    /// The breaker is turned off: nothing is known of the entry's health any more, and the requests
+    /// held for it go at once.
+    pub(super) fn release(&mut self) {
+        if let State::Down(down) = &mut self.state {
+            for waker in std::mem::take(&mut down.waiters).into_values() {
+                waker.wake();
+            }
+        }
+        *self = Self::default();
+    }
+
+    /// The breaker's hold is now `hold` (`None`: failing fast): a down entry's bound counts from
+    /// when it went down. The requests held for it meet the new bound when they next look, at the
+    /// entry's next probe at the latest (a bound already past keeps them waiting only within their
+    /// own deadlines, as after any bound). An entry marked down by hand has no bound, and keeps
+    /// none.
+    pub(super) fn rehold(&mut self, hold: Option<Duration>) {
+        let State::Down(down) = &mut self.state else {
+            return;
+        };
+        if down.next_probe.is_some() {
+            down.hold_until = hold.map(|bound| down.since + bound);
+        }
+    }
+
     /// Marked up by hand: requests go at once; those held go paced, as after a probe.
     pub(super) fn mark_up(&mut self, now: Instant) -> Option<Change> {
         self.failures = 0;

@@ -49,6 +49,7 @@ mod cooldown;
 mod down;
 mod pace;
 mod report;
+mod reshape;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -271,8 +272,9 @@ pub(crate) struct HostStates {
     armed: AtomicBool,
     table: Mutex<Table>,
     /// Whether the host cooldown is on.
-    cooldown: bool,
-    breaker: Option<Rules>,
+    cooldown: AtomicBool,
+    /// Whether there is a breaker, whose rules the table holds: read without the lock.
+    breaker: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -284,6 +286,9 @@ struct Table {
     rng: SmallRng,
     /// Numbers the episodes of a host's being down and the requests waiting for one.
     ids: u64,
+    /// The breaker's rules, if there is one: under the lock, since a reload changes them
+    /// (`reshape.rs`).
+    rules: Option<Rules>,
 }
 
 impl HostStates {
@@ -297,18 +302,28 @@ impl HostStates {
                 latest: None,
                 rng: SmallRng::seed_from_u64(seed ^ 0x6272_6561_6b65_7221),
                 ids: 0,
+                rules: None,
             }),
-            cooldown,
-            breaker,
+            cooldown: AtomicBool::new(false),
+            breaker: AtomicBool::new(false),
         }
+        .shaped(cooldown, breaker)
     }
 
+    /// This table, given the cooldown's switch and the breaker's rules.
+    fn shaped(self, cooldown: bool, breaker: Option<Rules>) -> Self {
+        self.reshape(cooldown, breaker, Instant::now());
+        self
+    }
+
+    /// Whether the host cooldown is on.
     pub(crate) fn cooldown(&self) -> bool {
-        self.cooldown
+        self.cooldown.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn breaker(&self) -> Option<&Rules> {
-        self.breaker.as_ref()
+    /// Whether there is a breaker.
+    pub(crate) fn has_breaker(&self) -> bool {
+        self.breaker.load(Ordering::Relaxed)
     }
 
     /// Whether any host may be in the table.
@@ -330,10 +345,16 @@ impl HostStates {
         now: Instant,
         tickets: &mut HostTickets,
     ) -> Option<Change> {
-        let evidence = if self.breaker.is_some() {
+        let evidence = if self.has_breaker() {
             evidence
         } else {
             Evidence::Nothing
+        };
+        // A request of a policy reloaded since it started may still speak of a pause.
+        let signal = if self.cooldown() {
+            signal
+        } else {
+            HostSignal::Nothing
         };
         if signal == HostSignal::Nothing && evidence == Evidence::Nothing {
             return None;
@@ -342,21 +363,22 @@ impl HostStates {
         if !starts && !self.is_armed() {
             return None;
         }
-        let answers_per_host = self.breaker.as_ref().is_some_and(|b| b.answers_per_host);
-        let (host_health, route_health) = evidence.split(place.route);
-        // Counted against the host alone, gateway failures put no route down.
-        let route_health = if answers_per_host {
-            Health::Nothing
-        } else {
-            route_health
-        };
         let mut table = self.lock();
         let Table {
             hosts,
             latest,
             rng,
             ids,
+            rules,
         } = &mut *table;
+        let rules = rules.as_ref();
+        let (host_health, route_health) = evidence.split(place.route);
+        // Counted against the host alone, gateway failures put no route down.
+        let route_health = if rules.is_some_and(|rules| rules.answers_per_host) {
+            Health::Nothing
+        } else {
+            route_health
+        };
         let mut make = Some(name);
         let mut named = None;
         let mut name = || {
@@ -377,7 +399,7 @@ impl HostStates {
                 Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
                 None => entry.cooldown = Cooldown::start(signal, now),
             }
-            change = self.breaker.as_ref().and_then(|breaker| {
+            change = rules.and_then(|breaker| {
                 let ticket = &mut mine(&mut tickets.down, place.host);
                 let episode = || next_id(ids);
                 let change =
@@ -388,7 +410,7 @@ impl HostStates {
             settle(hosts, latest, place.host, now);
         }
         // The route's entry: what the answer says of the path.
-        if let (Some(route), Some(breaker)) = (place.route, &self.breaker)
+        if let (Some(route), Some(breaker)) = (place.route, rules)
             && route_health != Health::Nothing
             && (live(hosts, latest, route, now).is_some()
                 || host_health_fails(route_health) && {
@@ -469,10 +491,14 @@ impl HostStates {
         }
         let mut table = self.lock();
         let Table {
-            hosts, latest, ids, ..
+            hosts,
+            latest,
+            ids,
+            rules,
+            ..
         } = &mut *table;
         // The host first: a host that is down holds every path of it.
-        if self.breaker.is_some() {
+        if rules.is_some() {
             for key in [Some(place.host), place.route].into_iter().flatten() {
                 let Some(entry) = live(hosts, latest, key, now) else {
                     continue;
@@ -577,16 +603,17 @@ impl HostStates {
     /// Marks `host` down at `now`, by hand: nothing goes to it, and it is not probed, until it is
     /// marked up. `false` without a breaker, or with the table full of hosts that requests wait on.
     pub(crate) fn mark_down(&self, host: Host, name: Box<str>, now: Instant) -> bool {
-        let Some(breaker) = &self.breaker else {
-            return false;
-        };
         let mut table = self.lock();
         let Table {
             hosts,
             latest,
             rng,
             ids,
+            rules,
         } = &mut *table;
+        let Some(breaker) = rules.as_ref() else {
+            return false;
+        };
         if live(hosts, latest, host, now).is_none()
             && !insert_new(hosts, host, Some(name), None, now)
         {
