@@ -116,7 +116,13 @@ pub(crate) async fn a_tonic_client_sees_the_reference_server_fail_and_stream() {
         matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded),
         "{status:?}"
     );
-    assert_eq!(log[1].outcome.as_deref(), Some("DEADLINE_EXCEEDED"));
+    // The server's own timer and tonic's race: whichever fires first ends the call there, as
+    // DEADLINE_EXCEEDED, or as CANCELLED when tonic's reset arrives first (a loaded machine).
+    let outcome = log[1].outcome.as_deref();
+    assert!(
+        matches!(outcome, Some("DEADLINE_EXCEEDED" | "CANCELLED")),
+        "{log:?}"
+    );
 
     // Stream, the deadline (grpc-timeout 500 ms) passing after three of ten messages: what C-core's
     // server sends then (the head has arrived, so tonic's own timer is out of the way).
