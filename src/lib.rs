@@ -155,10 +155,22 @@
 )]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// Without an adapter of requests (a build with `stagger::retry` and `stagger::blocking` alone), the
+// steps of the corridor that only requests walk (their spans, the hedge, the breaker's round trips)
+// are left unused: one line here rather than the same condition on each of a dozen items.
+#![cfg_attr(
+    not(any(feature = "tower", feature = "reqwest-middleware")),
+    allow(dead_code)
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
-#[cfg(feature = "chaos")]
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+pub mod blocking;
+#[cfg(all(
+    feature = "chaos",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub mod chaos;
 pub mod classify;
 mod config;
@@ -172,13 +184,37 @@ mod replay;
 mod retry;
 mod signals;
 mod supervise;
+pub mod time;
 
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
-#[cfg(feature = "wiremock")]
+#[cfg(all(
+    feature = "wiremock",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub mod wiremock;
+
+// What the browser cannot have, said where a user would otherwise meet the dependencies' own errors
+// or none at all (their dependencies are not built for wasm32-unknown-unknown: Cargo.toml).
+#[cfg(all(feature = "tonic", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `tonic` is not available on wasm32-unknown-unknown: tonic's `Channel` needs \
+     hyper and tokio's sockets, which the browser does not have (gRPC-Web clients such as \
+     tonic-web-wasm-client are not supported); turn the feature off for this target"
+);
+#[cfg(all(feature = "chaos", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `chaos` is not available on wasm32-unknown-unknown: its faults answer with \
+     responses the browser's reqwest cannot make (a `reqwest::Response` there is a `fetch`'s); turn \
+     the feature off for this target"
+);
+#[cfg(all(feature = "wiremock", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `wiremock` is not available on wasm32-unknown-unknown: wiremock's server \
+     needs sockets the browser does not have; turn the feature off for this target"
+);
 
 pub use crate::attempt::{ResendCount, RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};

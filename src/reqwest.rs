@@ -206,7 +206,13 @@ impl RetryReport {
 }
 
 type MiddlewareResult = reqwest_middleware::Result<Response>;
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A trip through the rest of the chain, as reqwest-middleware's `Next::run` gives it: `Send`, but
+/// in the browser, where reqwest-middleware's futures are not.
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+type Trip<'a> = dyn Future<Output = MiddlewareResult> + Send + 'a;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+type Trip<'a> = dyn Future<Output = MiddlewareResult> + 'a;
+type BoxFuture<'a> = Pin<Box<Trip<'a>>>;
 
 /// Sends an attempt through the rest of the chain, in a span of its own inside the call's (the
 /// current span, `handle`'s), entered while the attempt is polled, so that the middlewares after this
@@ -217,7 +223,7 @@ fn send<'n>(
     request: Request,
     extensions: &'n mut Extensions,
     resend: Option<ResendCount>,
-) -> BoxFuture<'n, MiddlewareResult> {
+) -> BoxFuture<'n> {
     let span = attempt_span(&request, resend);
     if span.is_disabled() {
         return next.run(request, extensions);
@@ -288,10 +294,8 @@ impl RetryMiddleware {
             let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
             // A hedge goes through the rest of the chain with extensions of its own: a copy of the
             // request's, made before the first attempt borrows them.
-            let mut hedge: Hedge<
-                dyn Future<Output = MiddlewareResult> + Send + 'n,
-                (Extensions, Next<'n>),
-            > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
+            let mut hedge: Hedge<Trip<'n>, (Extensions, Next<'n>)> =
+                Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
             let mut sending = send(next.clone(), request, extensions, None);
             loop {
                 let answered = poll_fn(|cx| {
@@ -309,13 +313,10 @@ impl RetryMiddleware {
                             }
                             let next = next.clone();
                             let span = attempt_span(&request, resend);
-                            let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> =
-                                    Box::pin(
-                                        async move {
-                                            answered(next.run(request, &mut extensions)).await
-                                        }
-                                        .instrument(span),
-                                    );
+                            let hedged: BoxFuture<'n> = Box::pin(
+                                async move { answered(next.run(request, &mut extensions)).await }
+                                    .instrument(span),
+                            );
                             Some(hedged)
                         },
                     };
@@ -359,6 +360,9 @@ impl RetryMiddleware {
                 <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
                     response, info,
                 );
+                // The browser's response has no extensions: the request's take the info.
+                #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+                extensions.insert(info);
                 info
             }
             Err(error) => {
@@ -393,7 +397,7 @@ impl Middleware for RetryMiddleware {
         request: Request,
         extensions: &'e mut Extensions,
         next: Next<'n>,
-    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    ) -> Pin<Box<Trip<'f>>>
     where
         's: 'f,
         'e: 'f,
@@ -410,8 +414,9 @@ impl Middleware for RetryMiddleware {
         Box::pin(async move {
             let result = self.run(request, extensions, next).instrument(call).await;
             let info = match &result {
+                #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
                 Ok(response) => response.extensions().get::<RetryInfo>(),
-                Err(_) => extensions.get::<RetryInfo>(),
+                _ => extensions.get::<RetryInfo>(),
             };
             if let Some(info) = info {
                 span::resends(&caller, info.attempts());

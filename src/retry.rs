@@ -1,18 +1,17 @@
 //! Retrying any async operation under a policy: reconnect loops, a query until it succeeds (a task that
 //! should keep running is [`supervise`](crate::supervise())'s).
 
-use std::future::{Future, poll_fn};
-use std::ops::ControlFlow;
-use std::pin::pin;
+use std::future::Future;
 
-use crate::attempt::Attempt;
 use crate::classify::Outcome;
-use crate::drive::call::{AttemptEnd, Call, Start};
+use crate::drive::call::Call;
+use crate::drive::operation::run;
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
-/// retries, sleeping on tokio's timer between attempts.
+/// retries, sleeping between attempts on the timer of what runs it (tokio's inside a tokio
+/// runtime; see [`RetryPolicyBuilder::timer`](crate::RetryPolicyBuilder::timer) for the others).
 ///
 /// Returns the last attempt's value (`Ok`, whatever `classify` said of it) or its error inside an
 /// [`Error`] that also tells the attempts made, the time slept and why the retries stopped. The
@@ -55,44 +54,13 @@ use crate::error::Error;
 /// ```
 pub async fn retry<T, E, Op, Fut, C>(
     policy: &RetryPolicy,
-    mut operation: Op,
-    mut classify: C,
+    operation: Op,
+    classify: C,
 ) -> Result<T, Error<E>>
 where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: FnMut(&Result<T, E>) -> Outcome,
 {
-    // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
-    // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
-    let mut call = Call::new(policy.start_unclocked());
-    match call.start(|| None) {
-        Start::Now => {}
-        Start::End(result) => return result,
-        // A refusal waited out (`backoff_on_refusal`): its result comes from `begin`.
-        Start::AfterPause => {
-            poll_fn(|cx| call.poll_pause(cx)).await;
-            if let Err(result) = call.begin(None) {
-                return result;
-            }
-        }
-    }
-    loop {
-        {
-            let mut attempt = pin!(operation());
-            let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx, || None)).await;
-            let judged = match &answered {
-                AttemptEnd::Answered(result) => Attempt::new(classify(result)),
-                AttemptEnd::TimedOut | AttemptEnd::Deadline => Attempt::timed_out(true),
-            };
-            // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) = call.decide_judged(judged, answered, None, true) {
-                return result;
-            }
-        }
-        poll_fn(|cx| call.poll_pause(cx)).await;
-        if let Err(result) = call.begin(None) {
-            return result;
-        }
-    }
+    run(Call::new(policy.start_unclocked()), operation, classify).await
 }

@@ -72,6 +72,7 @@ impl RetryPolicy {
             grpc: base.grpc.with_codes(change.grpc_codes),
             grpc_send_max_elapsed: base.grpc_send_max_elapsed,
             backoff_on_refusal: base.backoff_on_refusal,
+            timer: base.timer.clone(),
         };
         RetryPolicy {
             shared: Arc::new(Shared {

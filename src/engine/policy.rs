@@ -9,6 +9,7 @@ use crate::classify::{ClassifyHttp, GrpcCodes, GrpcName, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
 use crate::engine::breaker::Breaker;
 use crate::engine::policy_guards::{Guards, RetryBudget};
+use crate::time::Timer;
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -187,6 +188,8 @@ pub(crate) struct Settings {
     pub(crate) grpc_send_max_elapsed: bool,
     /// A call a guard refuses still waits the delay its retry would have waited before it ends.
     pub(crate) backoff_on_refusal: bool,
+    /// The timer of one's own its calls sleep on; `None`: the timer of what runs each call.
+    pub(crate) timer: Option<Arc<dyn Timer>>,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -431,6 +434,12 @@ impl RetryPolicy {
     /// The policy's gRPC rules, which judging a gRPC call applies.
     pub(crate) fn grpc_rules(&self) -> &GrpcRules {
         &self.shared.settings.grpc
+    }
+
+    /// The timer of one's own its calls sleep on, if it was given one
+    /// ([`RetryPolicyBuilder::timer`](crate::RetryPolicyBuilder::timer)).
+    pub(crate) fn timer(&self) -> Option<&Arc<dyn Timer>> {
+        self.shared.settings.timer.as_ref()
     }
 
     /// Whether sending `request` twice is harmless, as the policy judges it: an idempotent HTTP method

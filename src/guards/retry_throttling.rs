@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::guards::hosts::{Host, HostMap, Idle};
 

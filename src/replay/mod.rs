@@ -25,7 +25,10 @@ use crate::engine::policy::RetryPolicy;
 use crate::engine::state::RetryState;
 use crate::error::Error;
 use crate::replay::body::Recorder;
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 use crate::replay::body::Unread;
 
 /// The request of an attempt, as the layer still has it when the result arrives.
@@ -374,7 +377,10 @@ pub struct Recorded<Req> {
     recorder: Arc<Recorder>,
     /// Where a reqwest body comes back if it is dropped unread: a `reqwest::Body` has no room for the
     /// slot, as a `ReplayBody` has.
-    #[cfg(feature = "reqwest")]
+    #[cfg(all(
+        feature = "reqwest",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     unread: Option<Arc<Unread<reqwest::Body>>>,
     /// Where a tonic body comes back if it is dropped unread: a `tonic::body::Body` has no room for
     /// the slot either.

@@ -22,6 +22,7 @@ mod grpc_config;
 mod hosts;
 mod sending;
 mod throttling;
+mod timer;
 
 /// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
 /// [`build`](RetryPolicyBuilder::build) as a [`ConfigError`], never by a panic.
@@ -38,7 +39,7 @@ mod throttling;
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 // The inherent impl of `RetryPolicyBuilder`: the limits here, and a file of `builder/` for each group
-// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`, `grpc_config.rs`.
+// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`, `grpc_config.rs`, `timer.rs`.
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
@@ -148,6 +149,7 @@ impl RetryPolicyBuilder {
                 on_retry: None,
                 grpc: GrpcRules::default(),
                 grpc_send_max_elapsed: false,
+                timer: None,
             },
             grpc_methods: Vec::new(),
             host_cooldown: false,
