@@ -53,4 +53,5 @@ scenario!(
     the_budget_stops_the_retries,
     the_breaker_finds_a_refusing_host_down,
     the_host_cooldown_holds_the_next_call,
+    stagger_retry_retries_an_async_operation,
 );

@@ -445,3 +445,38 @@ pub async fn the_host_cooldown_holds_the_next_call(server: &Server) {
         "the second call came {gap:?} after the 429"
     );
 }
+
+/// `stagger::retry` over any async operation, here a plain `reqwest` request judged by its status: a
+/// `503` is retried, after a jittered delay drawn from a seed of the platform's randomness (two
+/// policies draw two seeds: in the browser, `crypto.getRandomValues()`; a fixed fallback would give
+/// both the same).
+pub async fn stagger_retry_retries_an_async_operation(server: &Server) {
+    let key = "stagger-retry";
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::exponential(Duration::from_millis(50)))
+        .build()
+        .unwrap();
+    let seed = |policy: &RetryPolicy| {
+        let shown = format!("{policy:?}");
+        let (_, seed) = shown.split_once("seed: ").expect("the policy's seed");
+        seed.split([',', ' ', '}']).next().unwrap().to_owned()
+    };
+    assert_ne!(seed(&policy), seed(&RetryPolicy::default()));
+    let url = server.url(key, "503,503,200");
+    let response = stagger::retry(
+        &policy,
+        || plain().get(&url).send(),
+        |result| match result {
+            Ok(response) if response.status() == 503 => {
+                stagger::Outcome::RetrySafe(stagger::Reason::Status(response.status()))
+            }
+            Ok(_) => stagger::Outcome::Success,
+            Err(_) => stagger::Outcome::Fatal,
+        },
+    )
+    .await
+    .expect("a response");
+    assert_eq!(response.status(), 200);
+    let seen = server.arrivals(key).await;
+    assert_eq!(seen.len(), 3, "{seen:?}");
+}
