@@ -19,11 +19,14 @@ use std::sync::{Mutex, OnceLock};
 
 use scenarios::Server;
 
-/// The server, started once for the whole suite, and its standard input, held open: it exits when
-/// the suite does (`--lifeline`).
-static SERVER: OnceLock<Result<(String, Mutex<(Child, ChildStdin)>), String>> = OnceLock::new();
+/// The server's origin, and the process with its standard input, held open: it exits when the suite
+/// does (`--lifeline`).
+type Running = (String, Mutex<(Child, ChildStdin)>);
 
-fn start() -> Result<(String, Mutex<(Child, ChildStdin)>), String> {
+/// The server, started once for the whole suite; or why it could not be.
+static SERVER: OnceLock<Result<Running, String>> = OnceLock::new();
+
+fn start() -> Result<Running, String> {
     let python = std::env::var("STAGGER_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser/server.py");
     let mut child = Command::new(&python)
