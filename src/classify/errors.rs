@@ -315,6 +315,7 @@ mod tests {
     use std::fmt;
 
     use super::*;
+    #[cfg(any(feature = "tokio", feature = "tonic"))]
     use crate::classify::AsError;
 
     #[test]
