@@ -27,7 +27,8 @@
 //! 1. [`RetryMiddleware`]: retries for a reqwest-middleware client (feature `reqwest-middleware`).
 //! 2. [`RetryLayer`]: retries for `reqwest::Client`, hyper-util's client or any `tower::Service` over
 //!    `http` types (feature `tower`, on by default).
-//! 3. [`retry()`]: retries for any async operation, such as a connect or a query.
+//! 3. [`retry()`]: retries for any async operation, such as a connect or a query, on any runtime;
+//!    `blocking::retry` for a blocking one (not in the browser).
 //! 4. [`supervise()`]: restarts for a task that should run until told to stop.
 //! 5. [`RetryPolicy::builder`]: the rules they share; [`RetryPolicy::default()`] is a good start
 //!    ([defaults](#defaults)), and every call says what its retries did in a [`RetryInfo`].
@@ -45,6 +46,7 @@
 //! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
 //! | send a body that is not `Clone` again | [`ReplayBody`] |
 //! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
+//! | sleep on a runtime's timer of your own | [`time::Timer`], given to [`RetryPolicyBuilder::timer`]; without one, tokio's inside a tokio runtime, async-io's, a thread of stagger's, or the browser's (the repository's `docs/runtimes.md`, `docs/browser.md`) |
 //! | test what the retries and your code do when a dependency fails | `chaos` (feature `chaos`): faults injected beneath or above the retries; `wiremock::Script` (feature `wiremock`): a mock server's answers in order; the repository's `docs/testing.md` |
 //!
 //! # Supported versions
@@ -134,6 +136,8 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `tower` (default) | [`RetryLayer`] |
+//! | `tokio` (default) | tokio's timer and clock inside a tokio runtime (its paused clock moves stagger's limits), tokio's and tower's `Elapsed` in the classifier; nothing in the browser |
+//! | `async-io` | async-io's timer (smol's) for a call outside a tokio runtime, rather than stagger's own timer thread |
 //! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier; implies `hyper`, `hyper-util` and `h2`, whose errors reach a reqwest user |
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
@@ -142,6 +146,11 @@
 //! | `serde` | `PolicyConfig`: a policy's settings from a configuration file, in any serde format (the repository's `docs/configuration.md`) |
 //! | `chaos` | fault injection for tests and staging: `chaos::ChaosLayer` (tower, over `http` types, a tonic `Channel` or `reqwest::Client`), `chaos::ChaosMiddleware` (with `reqwest-middleware`) |
 //! | `wiremock` | `wiremock::Script`: a wiremock responder that answers in order and says when each request came |
+//!
+//! In the browser (wasm32-unknown-unknown) `RetryMiddleware`, [`retry()`], [`RetryLayer`] over a
+//! service of one's own and [`supervise()`] build with the same features, on the browser's timer, clock
+//! and randomness, and no tokio; `tonic`, `chaos` and `wiremock` stop the build with a message, and
+//! `hyper`, `hyper-util`, `h2` and `rustls` build nothing (the repository's `docs/browser.md`).
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.
@@ -296,6 +305,16 @@ struct GrpcDoctests;
 ))]
 #[doc = include_str!("../docs/testing.md")]
 struct TestingDoctests;
+
+/// docs/runtimes.md's blocking example, compiled with reqwest's blocking client (a dev-dependency)
+/// and the feature `reqwest`, which its `?` needs.
+#[cfg(all(
+    doctest,
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
+#[doc = include_str!("../docs/runtimes.md")]
+struct RuntimesDoctests;
 
 /// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
 /// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).

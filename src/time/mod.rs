@@ -1,10 +1,13 @@
-//! The clock and the timers: what time it is, and the sleeps a call waits on, on the timer of whatever
-//! runs it (tokio's, async-io's, the browser's, a [`Timer`] of one's own, or stagger's own thread).
+//! Timers: [`Timer`], for a call to sleep on a runtime's timer of one's own.
 //!
-//! Everything above reads the time here: [`Instant`] is tokio's inside a tokio build (a paused
-//! runtime's tests move it), std's in a native build without tokio, and the browser's clock
-//! (`performance.now()`) on wasm32-unknown-unknown, where std's panics; [`system_now`] is the wall clock
-//! an HTTP date is read against. Nothing here decides to sleep: `drive/` and `supervise.rs` do.
+//! Without one, a call sleeps on the timer of what runs it: tokio's inside a tokio runtime (feature
+//! `tokio`), else async-io's (feature `async-io`), else one thread of stagger's own; the browser's
+//! `setTimeout` in the browser (the repository's `docs/runtimes.md`).
+
+// Inside the crate, everything above reads the time here: `Instant` is tokio's with the feature `tokio`
+// (a paused runtime's tests move it), std's without it, and the browser's clock (`performance.now()`)
+// on wasm32-unknown-unknown, where std's panics; `system_now` is the wall clock an HTTP date is read
+// against. Nothing here decides to sleep: `drive/`, `supervise.rs` and `chaos/` do, through `Sleeping`.
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod browser;

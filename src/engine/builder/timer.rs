@@ -13,8 +13,7 @@ impl RetryPolicyBuilder {
     /// a call runs under smol, `futures::executor::block_on` or any executor without one; a runtime
     /// with a timer of its own (embassy's, a simulator's) gives it here. [`Timer`] has an example.
     ///
-    /// [`stagger::blocking::retry`](crate::blocking::retry) does not use it: it sleeps the calling
-    /// thread.
+    /// `stagger::blocking::retry` does not use it: it sleeps the calling thread.
     pub fn timer(mut self, timer: impl Timer) -> Self {
         self.settings.timer = Some(Arc::new(timer));
         self
