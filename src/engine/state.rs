@@ -479,7 +479,9 @@ impl RetryState {
             .map_or(Duration::ZERO, |started| started.elapsed())
     }
 
-    /// When the deadline passes, starting its clock if it has not started.
+    /// When the deadline passes, starting its clock if it has not started (the tower adapter's
+    /// wait for its inner service's readiness).
+    #[cfg(feature = "tower")]
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.max_elapsed()?;
         self.started
