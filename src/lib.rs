@@ -28,7 +28,8 @@
 //! 1. [`RetryMiddleware`]: retries for a reqwest-middleware client (feature `reqwest-middleware`).
 //! 2. [`RetryLayer`]: retries for `reqwest::Client`, hyper-util's client or any `tower::Service` over
 //!    `http` types (feature `tower`, on by default).
-//! 3. [`retry()`]: retries for any async operation, such as a connect or a query.
+//! 3. [`retry()`]: retries for any async operation, such as a connect or a query, on any runtime;
+//!    `blocking::retry` for a blocking one (not in the browser).
 //! 4. [`supervise()`]: restarts for a task that should run until told to stop.
 //! 5. [`RetryPolicy::builder`]: the rules they share; [`RetryPolicy::default()`] is a good start
 //!    ([defaults](#defaults)), and every call says what its retries did in a [`RetryInfo`].
@@ -46,6 +47,7 @@
 //! | read what a server asks for yourself | [`server_delay`] (`Retry-After`, `retry-after-ms`, `RateLimit`, `X-RateLimit-Reset`), [`parse_retry_after`] |
 //! | send a body that is not `Clone` again | [`ReplayBody`] |
 //! | write an adapter of your own | [`adapter`]: the per-request state machine and the traits the adapters use |
+//! | sleep on a runtime's timer of your own | [`time::Timer`], given to [`RetryPolicyBuilder::timer`]; without one, tokio's inside a tokio runtime, async-io's, a thread of stagger's, or the browser's (the repository's `docs/runtimes.md`, `docs/browser.md`) |
 //! | test what the retries and your code do when a dependency fails | `chaos` (feature `chaos`): faults injected beneath or above the retries; `wiremock::Script` (feature `wiremock`): a mock server's answers in order; the repository's `docs/testing.md` |
 //!
 //! # Supported versions
@@ -135,6 +137,8 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `tower` (default) | [`RetryLayer`] |
+//! | `tokio` (default) | tokio's timer and clock inside a tokio runtime (its paused clock moves stagger's limits), tokio's and tower's `Elapsed` in the classifier; nothing in the browser |
+//! | `async-io` | async-io's timer (smol's) for a call outside a tokio runtime, rather than stagger's own timer thread |
 //! | `reqwest` | `reqwest` requests, responses and errors in the layer and the classifier; implies `hyper`, `hyper-util` and `h2`, whose errors reach a reqwest user |
 //! | `reqwest-middleware` | [`RetryMiddleware`] |
 //! | `hyper`, `hyper-util`, `h2` | recognise those crates' errors in the default classifier |
@@ -143,6 +147,11 @@
 //! | `serde` | `PolicyConfig`: a policy's settings from a configuration file, in any serde format (the repository's `docs/configuration.md`) |
 //! | `chaos` | fault injection for tests and staging: `chaos::ChaosLayer` (tower, over `http` types, a tonic `Channel` or `reqwest::Client`), `chaos::ChaosMiddleware` (with `reqwest-middleware`) |
 //! | `wiremock` | `wiremock::Script`: a wiremock responder that answers in order and says when each request came |
+//!
+//! In the browser (wasm32-unknown-unknown) `RetryMiddleware`, [`retry()`], [`RetryLayer`] over a
+//! service of one's own and [`supervise()`] build with the same features, on the browser's timer, clock
+//! and randomness, and no tokio; `tonic`, `chaos` and `wiremock` stop the build with a message, and
+//! `hyper`, `hyper-util`, `h2` and `rustls` build nothing (the repository's `docs/browser.md`).
 //!
 // The adapter of reqwest-middleware exists with its feature only: without it (`cargo doc` with the
 // default features), its links lead to the table above, which names the feature.
@@ -156,10 +165,22 @@
 )]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// Without an adapter of requests (a build with `stagger::retry` and `stagger::blocking` alone), the
+// steps of the corridor that only requests walk (their spans, the hedge, the breaker's round trips)
+// are left unused: one line here rather than the same condition on each of a dozen items.
+#![cfg_attr(
+    not(any(feature = "tower", feature = "reqwest-middleware")),
+    allow(dead_code)
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
-#[cfg(feature = "chaos")]
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+pub mod blocking;
+#[cfg(all(
+    feature = "chaos",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub mod chaos;
 pub mod classify;
 mod config;
@@ -173,13 +194,37 @@ mod replay;
 mod retry;
 mod signals;
 mod supervise;
+pub mod time;
 
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest;
 #[cfg(feature = "tower")]
 pub mod tower;
-#[cfg(feature = "wiremock")]
+#[cfg(all(
+    feature = "wiremock",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub mod wiremock;
+
+// What the browser cannot have, said where a user would otherwise meet the dependencies' own errors
+// or none at all (their dependencies are not built for wasm32-unknown-unknown: Cargo.toml).
+#[cfg(all(feature = "tonic", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `tonic` is not available on wasm32-unknown-unknown: tonic's `Channel` needs \
+     hyper and tokio's sockets, which the browser does not have (gRPC-Web clients such as \
+     tonic-web-wasm-client are not supported); turn the feature off for this target"
+);
+#[cfg(all(feature = "chaos", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `chaos` is not available on wasm32-unknown-unknown: its faults answer with \
+     responses the browser's reqwest cannot make (a `reqwest::Response` there is a `fetch`'s); turn \
+     the feature off for this target"
+);
+#[cfg(all(feature = "wiremock", target_arch = "wasm32", target_os = "unknown"))]
+compile_error!(
+    "stagger's feature `wiremock` is not available on wasm32-unknown-unknown: wiremock's server \
+     needs sockets the browser does not have; turn the feature off for this target"
+);
 
 pub use crate::attempt::{ResendCount, RestartEvent, RetryInfo, StopReason};
 pub use crate::classify::outcome::{Outcome, Reason};
@@ -262,6 +307,16 @@ struct GrpcDoctests;
 ))]
 #[doc = include_str!("../docs/testing.md")]
 struct TestingDoctests;
+
+/// docs/runtimes.md's blocking example, compiled with reqwest's blocking client (a dev-dependency)
+/// and the feature `reqwest`, which its `?` needs.
+#[cfg(all(
+    doctest,
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
+#[doc = include_str!("../docs/runtimes.md")]
+struct RuntimesDoctests;
 
 /// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
 /// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).

@@ -213,7 +213,13 @@ impl RetryReport {
 }
 
 type MiddlewareResult = reqwest_middleware::Result<Response>;
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A trip through the rest of the chain, as reqwest-middleware's `Next::run` gives it: `Send`, but
+/// in the browser, where reqwest-middleware's futures are not.
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+type Trip<'a> = dyn Future<Output = MiddlewareResult> + Send + 'a;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+type Trip<'a> = dyn Future<Output = MiddlewareResult> + 'a;
+type BoxFuture<'a> = Pin<Box<Trip<'a>>>;
 
 /// Sends an attempt through the rest of the chain, in a span of its own inside the call's (the
 /// current span, `handle`'s), entered while the attempt is polled, so that the middlewares after this
@@ -224,7 +230,7 @@ fn send<'n>(
     request: Request,
     extensions: &'n mut Extensions,
     resend: Option<ResendCount>,
-) -> BoxFuture<'n, MiddlewareResult> {
+) -> BoxFuture<'n> {
     let span = attempt_span(&request, resend);
     if span.is_disabled() {
         return next.run(request, extensions);
@@ -298,10 +304,8 @@ async fn run<'n>(
         let mut held = Held::prepare(call.retry(), &HttpReplay, &mut request);
         // A hedge goes through the rest of the chain with extensions of its own: a copy of the
         // request's, made before the first attempt borrows them.
-        let mut hedge: Hedge<
-            dyn Future<Output = MiddlewareResult> + Send + 'n,
-            (Extensions, Next<'n>),
-        > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
+        let mut hedge: Hedge<Trip<'n>, (Extensions, Next<'n>)> =
+            Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
         let mut sending = send(next.clone(), request, extensions, None);
         loop {
             let answered = poll_fn(|cx| {
@@ -317,7 +321,7 @@ async fn run<'n>(
                         }
                         let next = next.clone();
                         let span = attempt_span(&request, resend);
-                        let hedged: BoxFuture<'n, reqwest_middleware::Result<Response>> = Box::pin(
+                        let hedged: BoxFuture<'n> = Box::pin(
                             async move { answered(next.run(request, &mut extensions)).await }
                                 .instrument(span),
                         );
@@ -366,6 +370,9 @@ async fn run<'n>(
                 <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
                     response, info,
                 );
+                // The browser's response has no extensions: the request's take the info.
+                #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+                extensions.insert(info);
             }
             info
         }
@@ -402,7 +409,7 @@ impl Middleware for RetryMiddleware<RetryPolicy> {
         request: Request,
         extensions: &'e mut Extensions,
         next: Next<'n>,
-    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    ) -> Pin<Box<Trip<'f>>>
     where
         's: 'f,
         'e: 'f,
@@ -420,7 +427,7 @@ impl Middleware for RetryMiddleware<LivePolicy> {
         request: Request,
         extensions: &'e mut Extensions,
         next: Next<'n>,
-    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    ) -> Pin<Box<Trip<'f>>>
     where
         's: 'f,
         'e: 'f,
@@ -438,7 +445,7 @@ fn handle<'f>(
     request: Request,
     extensions: &'f mut Extensions,
     next: Next<'f>,
-) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>> {
+) -> Pin<Box<Trip<'f>>> {
     let call = span::call(|| Some(RequestView::from_reqwest(&request)));
     if call.is_disabled() {
         return Box::pin(run(policy, request, extensions, next));
@@ -451,8 +458,9 @@ fn handle<'f>(
             .instrument(call)
             .await;
         let info = match &result {
+            #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
             Ok(response) => response.extensions().get::<RetryInfo>(),
-            Err(_) => extensions.get::<RetryInfo>(),
+            _ => extensions.get::<RetryInfo>(),
         };
         if let Some(info) = info {
             span::resends(&caller, info.attempts());

@@ -1,21 +1,20 @@
 //! Retrying any async operation under a policy: reconnect loops, a query until it succeeds (a task that
 //! should keep running is [`supervise`](crate::supervise())'s).
 
-use std::future::{Future, poll_fn};
-use std::ops::ControlFlow;
+use std::future::Future;
 use std::panic::Location;
-use std::pin::pin;
 
-use crate::attempt::Attempt;
 use crate::classify::Outcome;
-use crate::drive::call::{AttemptEnd, Call, Start};
+use crate::drive::call::Call;
+use crate::drive::operation::run;
 use crate::engine::live::PolicySource;
 #[cfg(doc)]
 use crate::engine::policy::RetryPolicy;
 use crate::error::Error;
 
 /// Runs `operation` until `classify` calls its result a success or fatal, or the policy stops the
-/// retries, sleeping on tokio's timer between attempts.
+/// retries, sleeping between attempts on the timer of what runs it (tokio's inside a tokio
+/// runtime; see [`RetryPolicyBuilder::timer`](crate::RetryPolicyBuilder::timer) for the others).
 ///
 /// Returns the last attempt's value (`Ok`, whatever `classify` said of it) or its error inside an
 /// [`Error`] that also tells the attempts made, the time slept and why the retries stopped. The
@@ -72,54 +71,6 @@ where
     // The place in the code it is called from keys the starting credit its timeouts may spend, as a
     // host's keys a request's: operations built each with a policy of its own, at one place, share
     // one credit, not one each.
-    run(policy, operation, classify, Location::caller())
-}
-
-async fn run<T, E, Op, Fut, C, P>(
-    policy: &P,
-    mut operation: Op,
-    mut classify: C,
-    site: &'static Location<'static>,
-) -> Result<T, Error<E>>
-where
-    Op: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    C: FnMut(&Result<T, E>) -> Outcome,
-    P: PolicySource,
-{
-    // The corridor of `drive`, without a request: no host, so no pause to wait for before the first
-    // attempt (adaptive throttling may still reject it), and nothing to copy for a retry.
-    let mut call = Call::new(policy.start_call());
-    match call.start(|| None) {
-        Start::Now => {}
-        Start::End(result) => return result,
-        // A refusal waited out (`backoff_on_refusal`): its result comes from `begin`.
-        Start::AfterPause => {
-            poll_fn(|cx| call.poll_pause(cx)).await;
-            if let Err(result) = call.begin(None) {
-                return result;
-            }
-        }
-    }
-    loop {
-        {
-            let mut attempt = pin!(operation());
-            let answered = poll_fn(|cx| call.poll_attempt(attempt.as_mut(), cx, || None)).await;
-            let judged = match &answered {
-                AttemptEnd::Answered(result) => Attempt::new(classify(result)),
-                AttemptEnd::TimedOut | AttemptEnd::Deadline => {
-                    call.credit_site(site);
-                    Attempt::timed_out(true)
-                }
-            };
-            // A failed result (a half-open connection, say) is dropped here, before the sleep.
-            if let ControlFlow::Break(result) = call.decide_judged(judged, answered, None, true) {
-                return result;
-            }
-        }
-        poll_fn(|cx| call.poll_pause(cx)).await;
-        if let Err(result) = call.begin(None) {
-            return result;
-        }
-    }
+    let site = Location::caller();
+    async move { run(Call::new(policy.start_call()), operation, classify, site).await }
 }

@@ -1,5 +1,5 @@
 //! Keeping a long-running task alive: runs it, restarts it on the schedule of a [`RestartPolicy`],
-//! sleeps on tokio's timer in between, and ends at a stop signal.
+//! sleeps in between (on the timer of what runs it: see `time`), and ends at a stop signal.
 
 use std::any::Any;
 use std::fmt;
@@ -8,7 +8,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::attempt::{RetryInfo, StopReason};
 use crate::classify::known_error;
@@ -17,6 +17,7 @@ use crate::engine::restart::{RestartDecision, RestartState, RunEnd};
 use crate::engine::restart_policy::RestartPolicy;
 use crate::error::Error;
 use crate::observe::log;
+use crate::time::Sleeping;
 
 /// Runs `task` until `stop` completes, restarting it when a run fails, on the schedule of `policy`.
 ///
@@ -134,7 +135,7 @@ where
             // task that yields nothing while it fails must still let the others run.
             poll_fn(timer::poll_zero_delay).await;
         } else {
-            let mut sleep = pin!(tokio::time::sleep_until(timer::after(delay)));
+            let mut sleep = pin!(Sleeping::until(timer::after(delay), policy.timer()));
             if let Raced::Stopped =
                 poll_fn(|cx| until_stop(sleep.as_mut(), stop.as_mut(), cx)).await
             {

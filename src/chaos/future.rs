@@ -8,11 +8,11 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 use tower::{BoxError, Service};
 
 use super::fault::Action;
 use super::layer::Injectable;
+use crate::time::{Sleeping, after};
 
 pin_project! {
     /// The future of a call through [`ChaosService`](super::ChaosService): the upstream's future,
@@ -51,7 +51,7 @@ pin_project! {
     {
         /// A delay, then what the fault does with the service made ready for the call and the
         /// request.
-        Delayed { #[pin] sleep: Sleep, then: Option<(S, Req, Action)> },
+        Delayed { #[pin] sleep: Sleeping, then: Option<(S, Req, Action)> },
         /// An injected answer or error, given at the first poll.
         Injected { result: Option<Result<Req::Response, BoxError>> },
         /// Nothing, ever.
@@ -81,7 +81,7 @@ where
 
     pub(super) fn delayed(delay: Duration, service: S, request: Req, action: Action) -> Self {
         Self::faulted(Faulted::Delayed {
-            sleep: tokio::time::sleep(delay),
+            sleep: Sleeping::until(after(delay), None),
             then: Some((service, request, action)),
         })
     }

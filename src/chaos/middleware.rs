@@ -11,6 +11,7 @@ use super::fault::Action;
 use super::handle::Chaos;
 use super::layer::{answer_reqwest, injected_io};
 use crate::classify::RequestView;
+use crate::time::{Sleeping, after};
 
 /// Injects the faults of a [`Chaos`] into the requests that pass it in a reqwest-middleware chain.
 ///
@@ -93,7 +94,7 @@ impl Middleware for ChaosMiddleware {
         };
         Box::pin(async move {
             if !fault.delay().is_zero() {
-                tokio::time::sleep(fault.delay()).await;
+                Sleeping::until(after(fault.delay()), None).await;
             }
             match fault.action {
                 Action::Send => next.run(request, extensions).await,

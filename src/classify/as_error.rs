@@ -44,7 +44,7 @@ use std::io;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "stagger's HTTP classifier cannot read the error type `{Self}`",
-    note = "implemented for std::io::Error, http::Error, tower's and tokio's Elapsed, boxed errors, and with their features for reqwest 0.13, hyper 1, hyper-util 0.1, h2 0.4 and tonic 0.14 (`tonic::transport::Error`) errors",
+    note = "implemented for std::io::Error, http::Error, boxed errors, and with their features for tower's and tokio's Elapsed (`tokio`), reqwest 0.13, hyper 1, hyper-util 0.1, h2 0.4 and tonic 0.14 (`tonic::transport::Error`) errors",
     note = "a reqwest or hyper error: turn on stagger's `reqwest` / `hyper` / `hyper-util` / `h2` feature, and check `cargo tree -d` for a second copy of that crate (another major version is a different type)",
     note = "an error type of your own: `impl stagger::adapter::AsError for MyError {{ fn as_error(&self) -> &(dyn std::error::Error + 'static) {{ self }} }}`"
 )]
@@ -65,9 +65,9 @@ pub trait AsError {
 }
 
 macro_rules! as_error_for {
-    ($($ty:ty $(: $feature:literal)?),* $(,)?) => {
+    ($($ty:ty $(: $when:meta)?),* $(,)?) => {
         $(
-            $(#[cfg(feature = $feature)])?
+            $(#[cfg($when)])?
             impl AsError for $ty {
                 fn as_error(&self) -> &(dyn Error + 'static) {
                     self
@@ -78,7 +78,7 @@ macro_rules! as_error_for {
         /// `error` as an [`Error`], if it is one of the error types above.
         fn listed(error: &dyn Any) -> Option<&(dyn Error + 'static)> {
             $(
-                $(#[cfg(feature = $feature)])?
+                $(#[cfg($when)])?
                 if let Some(error) = error.downcast_ref::<$ty>() {
                     return Some(error);
                 }
@@ -88,16 +88,17 @@ macro_rules! as_error_for {
     };
 }
 
+// Each with what it needs: tokio's and hyper's crates are not built in the browser (Cargo.toml).
 as_error_for!(
     io::Error,
     http::Error,
-    tower::timeout::error::Elapsed,
-    tokio::time::error::Elapsed,
-    reqwest::Error: "reqwest",
-    hyper::Error: "hyper",
-    hyper_util::client::legacy::Error: "hyper-util",
-    h2::Error: "h2",
-    tonic::transport::Error: "tonic",
+    tower::timeout::error::Elapsed: all(feature = "tokio", not(all(target_arch = "wasm32", target_os = "unknown"))),
+    tokio::time::error::Elapsed: all(feature = "tokio", not(all(target_arch = "wasm32", target_os = "unknown"))),
+    reqwest::Error: feature = "reqwest",
+    hyper::Error: all(feature = "hyper", not(all(target_arch = "wasm32", target_os = "unknown"))),
+    hyper_util::client::legacy::Error: all(feature = "hyper-util", not(all(target_arch = "wasm32", target_os = "unknown"))),
+    h2::Error: all(feature = "h2", not(all(target_arch = "wasm32", target_os = "unknown"))),
+    tonic::transport::Error: feature = "tonic",
 );
 
 /// `error` as an [`Error`], if its type is one of those this crate implements [`AsError`] for: how

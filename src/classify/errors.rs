@@ -43,7 +43,10 @@ fn chain<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn 
 /// A connect error is safe to retry: nothing reached the server. Unless the TLS library refused the
 /// server's certificate, which also surfaces as a connect error (`reqwest::Error::is_connect()`), and which
 /// no retry will make valid. Only the connect error's causes are read, never the errors wrapping it.
-#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+#[cfg(all(
+    any(feature = "reqwest", feature = "hyper-util"),
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
     if chain(connect).skip(1).any(is_certificate_failure) {
         Outcome::Fatal
@@ -70,7 +73,10 @@ fn connect_failure(connect: &(dyn Error + 'static)) -> Outcome {
 /// tokio-rustls's "tls handshake eof" when a restarting server cuts the handshake short), is the
 /// transport's verdict and never a certificate's; nor is the text of the client errors recognised here,
 /// which includes the URL.
-#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+#[cfg(all(
+    any(feature = "reqwest", feature = "hyper-util"),
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
     if is_client_error(e) {
         return false;
@@ -97,7 +103,10 @@ fn is_certificate_failure(e: &(dyn Error + 'static)) -> bool {
 
 /// Whether rustls refused a certificate: the server's (invalid, or none), or, by its alert, the server
 /// refused ours.
-#[cfg(feature = "rustls")]
+#[cfg(all(
+    feature = "rustls",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 fn is_rustls_certificate_failure(error: &rustls::Error) -> bool {
     use rustls::AlertDescription as Alert;
     match error {
@@ -120,7 +129,10 @@ fn is_rustls_certificate_failure(error: &rustls::Error) -> bool {
 }
 
 /// Whether `e` is one of the HTTP client errors [`recognise`] knows by type.
-#[cfg(any(feature = "reqwest", feature = "hyper-util"))]
+#[cfg(all(
+    any(feature = "reqwest", feature = "hyper-util"),
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 fn is_client_error(e: &(dyn Error + 'static)) -> bool {
     #[cfg(feature = "reqwest")]
     if e.is::<reqwest::Error>() {
@@ -142,7 +154,10 @@ fn is_client_error(e: &(dyn Error + 'static)) -> bool {
 }
 
 fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
-    #[cfg(feature = "reqwest")]
+    #[cfg(all(
+        feature = "reqwest",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
         if reqwest.is_connect() {
             return Some(connect_failure(e));
@@ -160,18 +175,31 @@ fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
         // `is_request`/`is_body`: the cause further down the chain decides.
         return None;
     }
-    #[cfg(feature = "hyper-util")]
+    #[cfg(all(feature = "reqwest", target_arch = "wasm32", target_os = "unknown"))]
+    if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
+        return recognise_fetch(reqwest);
+    }
+    #[cfg(all(
+        feature = "hyper-util",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
         if client.is_connect() {
             return Some(connect_failure(e));
         }
         return None;
     }
-    #[cfg(feature = "h2")]
+    #[cfg(all(
+        feature = "h2",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     if let Some(e) = e.downcast_ref::<h2::Error>() {
         return recognise_h2(e);
     }
-    #[cfg(feature = "hyper")]
+    #[cfg(all(
+        feature = "hyper",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     if let Some(e) = e.downcast_ref::<hyper::Error>() {
         if e.is_timeout() {
             return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
@@ -181,6 +209,10 @@ fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
         }
         return None;
     }
+    #[cfg(all(
+        feature = "tokio",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     if e.is::<tower::timeout::error::Elapsed>() || e.is::<tokio::time::error::Elapsed>() {
         return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
     }
@@ -203,6 +235,24 @@ fn recognise(e: &(dyn Error + 'static)) -> Option<Outcome> {
     None
 }
 
+/// A reqwest error in the browser, where reqwest is `fetch`: a time limit of reqwest's own is a
+/// timeout, and any other failure to fetch is the browser's "network error", which says nothing of
+/// why (a refused or reset connection, an unreachable or unknown host, a request the page's CORS
+/// rules blocked): the request may have been sent, so it is retried only if it is idempotent.
+#[cfg(all(feature = "reqwest", target_arch = "wasm32", target_os = "unknown"))]
+fn recognise_fetch(reqwest: &reqwest::Error) -> Option<Outcome> {
+    if reqwest.is_timeout() {
+        return Some(Outcome::RetryIfIdempotent(Reason::Timeout));
+    }
+    if reqwest.is_builder() || reqwest.is_redirect() || reqwest.is_decode() || reqwest.is_status() {
+        return Some(Outcome::Fatal);
+    }
+    if reqwest.is_request() {
+        return Some(Outcome::RetryIfIdempotent(Reason::NetworkError));
+    }
+    None
+}
+
 fn recognise_io(kind: io::ErrorKind) -> Option<Outcome> {
     use io::ErrorKind::*;
     match kind {
@@ -216,7 +266,10 @@ fn recognise_io(kind: io::ErrorKind) -> Option<Outcome> {
     }
 }
 
-#[cfg(feature = "h2")]
+#[cfg(all(
+    feature = "h2",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 fn recognise_h2(e: &h2::Error) -> Option<Outcome> {
     if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
         return Some(Outcome::RetrySafe(Reason::RefusedStream));
@@ -262,6 +315,7 @@ mod tests {
     use std::fmt;
 
     use super::*;
+    #[cfg(any(feature = "tokio", feature = "tonic"))]
     use crate::classify::AsError;
 
     #[test]
@@ -352,6 +406,7 @@ mod tests {
         assert!(!is_certificate_failure(&other));
     }
 
+    #[cfg(feature = "tokio")]
     #[test]
     fn timeouts_from_tower_are_retryable_if_idempotent() {
         let boxed: Box<dyn Error + Send + Sync> = Box::new(tower::timeout::error::Elapsed::new());

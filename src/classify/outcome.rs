@@ -159,6 +159,10 @@ pub enum Reason {
     Timeout,
     /// The connection was reset, aborted or closed before a complete response.
     ConnectionClosed,
+    /// In the browser, `fetch` failed with a network error, which does not say why: a refused or
+    /// reset connection, an unreachable or unknown host, a request blocked by CORS. The request may
+    /// have been sent.
+    NetworkError,
     /// HTTP/2 `REFUSED_STREAM`: the server did not process the stream.
     RefusedStream,
     /// HTTP/2 graceful `GOAWAY` (`NO_ERROR`) from the server, for a stream above its last-stream-id: the
@@ -175,8 +179,8 @@ pub enum Reason {
 impl Reason {
     /// A stable `snake_case` token for the reason, as the `error.type` field of the `tracing` events
     /// and the `error.type` label of the metrics carry it: a status is its code, as in OpenTelemetry's
-    /// `error.type`; an error is `connect`, `timeout`, `connection_closed`, `refused_stream` or
-    /// `goaway`; a gRPC status is its name (`UNAVAILABLE`); [`Reason::Other`] is its name as the classifier gave it. Its
+    /// `error.type`; an error is `connect`, `timeout`, `connection_closed`, `network_error`,
+    /// `refused_stream` or `goaway`; a gRPC status is its name (`UNAVAILABLE`); [`Reason::Other`] is its name as the classifier gave it. Its
     /// [`Display`](fmt::Display) is a phrase for people.
     ///
     /// ```
@@ -194,6 +198,7 @@ impl Reason {
             Self::Connect => "connect",
             Self::Timeout => "timeout",
             Self::ConnectionClosed => "connection_closed",
+            Self::NetworkError => "network_error",
             Self::RefusedStream => "refused_stream",
             Self::GoAway => "goaway",
             Self::Grpc(code) => code.as_str(),
@@ -236,6 +241,7 @@ impl fmt::Display for Reason {
             Self::Connect => f.write_str("connect error"),
             Self::Timeout => f.write_str("timeout"),
             Self::ConnectionClosed => f.write_str("connection closed"),
+            Self::NetworkError => f.write_str("network error"),
             Self::RefusedStream => f.write_str("refused stream"),
             Self::GoAway => f.write_str("goaway"),
             Self::Grpc(code) => write!(f, "grpc status {} ({code})", code.code()),

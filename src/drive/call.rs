@@ -23,7 +23,7 @@ use crate::engine::state::RetryState;
 use crate::error::{Elapsed, Error};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::replay::{Judge, Replay, Sent};
-use tokio::time::Instant;
+use crate::time::Instant;
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -158,6 +158,16 @@ impl<Res, E> Call<Res, E> {
         }
     }
 
+    /// A call whose attempts block, and whose pauses sleep the calling thread
+    /// (`stagger::blocking`).
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+    pub(crate) fn blocking(retry: RetryState) -> Self {
+        Self {
+            timer: Timer::blocking(),
+            ..Self::new(retry)
+        }
+    }
+
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn retry(&self) -> &RetryState {
         &self.retry
@@ -269,11 +279,11 @@ impl<Res, E> Call<Res, E> {
                 self.since = self.retry.offset(now).unwrap_or(NOT_WAITING);
                 let silence = match (limits.silence, limits.cut) {
                     (Some(at), _) => {
-                        self.timer.set(at);
+                        self.timer.set(at, self.retry.policy().timer());
                         Silence::Due
                     }
                     (None, Some((at, ..))) => {
-                        self.timer.set(at);
+                        self.timer.set(at, self.retry.policy().timer());
                         Silence::None
                     }
                     (None, None) => Silence::None,
@@ -303,7 +313,7 @@ impl<Res, E> Call<Res, E> {
             let cut = self.retry.attempt_limits(view.as_ref(), start).cut;
             limit = cut.map(|(_, limit, own)| (limit, own));
             if let Some((at, ..)) = cut {
-                self.timer.set(at);
+                self.timer.set(at, self.retry.policy().timer());
             }
             self.phase = Phase::Attempt(limit, silence);
         }
@@ -470,7 +480,7 @@ impl<Res, E> Call<Res, E> {
         self.phase = if wait.is_zero() {
             Phase::Pause(Pause::Yield)
         } else {
-            self.timer.set(after(wait));
+            self.timer.set(after(wait), self.retry.policy().timer());
             if self.retry.held_for_host() {
                 Phase::Pause(Pause::Held)
             } else {
@@ -483,7 +493,7 @@ impl<Res, E> Call<Res, E> {
     /// waits the delay its retry would have waited (`backoff_on_refusal`).
     fn linger(&mut self, ended: Final<Res, E>, wait: Duration) {
         self.last = Some(Box::new(Kept::Final(ended)));
-        self.timer.set(after(wait));
+        self.timer.set(after(wait), self.retry.policy().timer());
         self.phase = Phase::Pause(Pause::Linger);
     }
 
@@ -527,7 +537,7 @@ impl<Res, E> Call<Res, E> {
     pub(crate) fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.phase == Phase::Ready(DeadlineTimer::Unset) {
             match self.retry.deadline() {
-                Some(deadline) => self.timer.set(deadline),
+                Some(deadline) => self.timer.set(deadline, self.retry.policy().timer()),
                 None => return Poll::Pending,
             }
             self.phase = Phase::Ready(DeadlineTimer::Set);

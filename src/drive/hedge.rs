@@ -155,7 +155,8 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
                 }
             }
             if race.step == Step::Unarmed {
-                race.timer.set(after(hedge_after));
+                race.timer
+                    .set(after(hedge_after), call.retry().policy().timer());
                 race.step = Step::Armed;
             }
             if race.step == Step::Armed && race.timer.poll(cx).is_ready() {

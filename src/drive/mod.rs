@@ -19,12 +19,14 @@
 //! 6. **begin**: `Call::begin_retry` checks the deadline again, commits the retry's budget, and makes
 //!    the retry's request from what is held: the one place it is made. Back to step 2.
 //!
-//! `stagger::retry`, which has no request, walks the same steps with `Call::decide_judged` and
-//! `Call::begin`.
+//! `stagger::retry` and `stagger::blocking::retry`, which have no request, walk the same steps with
+//! `Call::decide_judged` and `Call::begin` (`operation.rs`); the blocking one on a timer that sleeps
+//! the thread.
 
 pub(crate) mod call;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod hedge;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod held;
+pub(crate) mod operation;
 pub(crate) mod timer;

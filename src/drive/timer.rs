@@ -2,29 +2,46 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
-use std::time::Duration;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
+#[cfg(all(
+    feature = "tokio",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 use tokio::task::coop;
-use tokio::time::{Instant, Sleep};
+
+pub(crate) use crate::time::after;
+use crate::time::{Instant, Sleeping};
 
 /// A call's timer: in turn the time limit of the attempt in flight, the wait before a retry, and the
 /// deadline while the inner service gets ready.
 ///
-/// One `Sleep`, allocated the first time it is needed and reset after that: a request that is answered
+/// One sleep, allocated the first time it is needed and reset after that: a request that is answered
 /// at its first poll never allocates it, and one that retries allocates it once. It lives on the heap so
-/// that the futures of every request stay small.
+/// that the futures of every request stay small. Its timer is chosen when it is first set (see
+/// [`Sleeping::until`]) and kept.
 #[derive(Debug, Default)]
 pub(crate) struct Timer {
-    sleep: Option<Pin<Box<Sleep>>>,
+    sleep: Option<Pin<Box<Sleeping>>>,
 }
 
 impl Timer {
-    /// Sets the timer to fire at `deadline`.
-    pub(crate) fn set(&mut self, deadline: Instant) {
+    /// A timer that sleeps the calling thread when polled, for a call whose attempts block
+    /// (`stagger::blocking`).
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+    pub(crate) fn blocking() -> Self {
+        Self {
+            sleep: Some(Box::pin(Sleeping::blocking(Instant::now()))),
+        }
+    }
+
+    /// Sets the timer to fire at `deadline`; the first time, on `timer` (a policy's own), or else on
+    /// the timer of what runs the call.
+    pub(crate) fn set(&mut self, deadline: Instant, timer: Option<&Arc<dyn crate::time::Timer>>) {
         match &mut self.sleep {
             Some(sleep) => sleep.as_mut().reset(deadline),
-            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            None => self.sleep = Some(Box::pin(Sleeping::until(deadline, timer))),
         }
     }
 
@@ -37,14 +54,6 @@ impl Timer {
     }
 }
 
-/// The instant `delay` from now, or, if that cannot be represented, one so far ahead that it never comes
-/// (as `tokio::time::sleep` does).
-pub(crate) fn after(delay: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(delay)
-        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
-}
-
 /// Waits out a zero delay: no timer, one unit of the task's cooperative budget.
 ///
 /// The retry goes on at once while the task has budget, the way tokio's own always-ready resources
@@ -52,8 +61,18 @@ pub(crate) fn after(delay: Duration) -> Instant {
 /// operation that fails at once cannot keep the thread to itself. (A yield before every zero-delay
 /// retry was measured first: it polls the task twice per attempt, and made the no-delay row of
 /// `examples/herd/` a quarter slower.) Outside a tokio runtime there is no budget, and a zero delay
-/// does not wait at all.
+/// does not wait at all; nor does it without the feature `tokio` (`max_retries`, the deadline and the
+/// budget bound such a loop).
 pub(crate) fn poll_zero_delay(cx: &mut Context<'_>) -> Poll<()> {
-    ready!(coop::poll_proceed(cx)).made_progress();
+    #[cfg(all(
+        feature = "tokio",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
+    std::task::ready!(coop::poll_proceed(cx)).made_progress();
+    #[cfg(not(all(
+        feature = "tokio",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    )))]
+    let _ = cx;
     Poll::Ready(())
 }

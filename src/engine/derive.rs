@@ -107,6 +107,7 @@ impl RetryPolicy {
             grpc_send_max_elapsed: base.grpc_send_max_elapsed,
             backoff_on_refusal: base.backoff_on_refusal,
             shapes: base.shapes,
+            timer: base.timer.clone(),
         }
     }
 }

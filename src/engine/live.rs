@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::engine::policy::{RetryPolicy, Settings, Shared};
 use crate::engine::policy_guards::RetryBudget;

@@ -9,6 +9,7 @@ use crate::classify::{ClassifyHttp, GrpcCodes, GrpcName, Reason, RequestView};
 use crate::engine::backoff::{Backoff, Jitter};
 use crate::engine::breaker::Breaker;
 use crate::engine::policy_guards::{Guards, RetryBudget};
+use crate::time::Timer;
 
 /// How a server's `Retry-After` combines with the backoff delay.
 ///
@@ -208,6 +209,8 @@ pub(crate) struct Settings {
     pub(crate) backoff_on_refusal: bool,
     /// The guards' shapes this policy was built with.
     pub(crate) shapes: GuardShapes,
+    /// The timer of one's own its calls sleep on; `None`: the timer of what runs each call.
+    pub(crate) timer: Option<Arc<dyn Timer>>,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -466,6 +469,12 @@ impl RetryPolicy {
     /// The policy's gRPC rules, which judging a gRPC call applies.
     pub(crate) fn grpc_rules(&self) -> &GrpcRules {
         &self.shared.settings.grpc
+    }
+
+    /// The timer of one's own its calls sleep on, if it was given one
+    /// ([`RetryPolicyBuilder::timer`](crate::RetryPolicyBuilder::timer)).
+    pub(crate) fn timer(&self) -> Option<&Arc<dyn Timer>> {
+        self.shared.settings.timer.as_ref()
     }
 
     /// Whether sending `request` twice is harmless, as the policy judges it: an idempotent HTTP method

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use rand::rngs::SmallRng;
 

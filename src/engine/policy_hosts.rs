@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use crate::time::Instant;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use tokio::time::Instant;
 
 use super::schedules::Schedules;
 use super::state::RetryState;
@@ -453,12 +453,15 @@ impl RetryState {
 
 /// What an attempt's end says of its host and route. Without an answer (refused, reset, timed out,
 /// not resolved): the host's failure. A `502`, `503` or `504` (gRPC `UNAVAILABLE`, answered) that
-/// names no delay and is not throttling: the route's failure, and the host's answer. Any other
+/// names no delay and is not throttling: the route's failure, and the host's answer. In the browser,
+/// a failed `fetch` (a network error) is the host's failure too. Any other
 /// answer: the host and the route are up. Anything else: nothing.
 fn evidence(attempt: &Attempt) -> Evidence {
     let speaks = attempt.retry_after.is_some() || attempt.throttled;
     match attempt.outcome.reason() {
-        Some(Reason::Connect | Reason::Timeout | Reason::ConnectionClosed) => Evidence::HostFailed,
+        Some(
+            Reason::Connect | Reason::Timeout | Reason::ConnectionClosed | Reason::NetworkError,
+        ) => Evidence::HostFailed,
         Some(Reason::Status(status)) if matches!(status.as_u16(), 502..=504) && !speaks => {
             Evidence::RouteFailed
         }

@@ -5,9 +5,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::time::Instant;
 use rand::Rng;
 use rand::rngs::SmallRng;
-use tokio::time::Instant;
 
 use crate::attempt::RestartEvent;
 use crate::engine::backoff::Delays;

@@ -9,6 +9,7 @@ use crate::attempt::RestartEvent;
 use crate::engine::backoff::Backoff;
 use crate::engine::rng::{StreamSource, entropy_seed};
 use crate::error::ConfigError;
+use crate::time::Timer;
 
 type RestartHook = dyn Fn(&RestartEvent<'_>) + Send + Sync;
 
@@ -90,6 +91,7 @@ pub(super) struct Shared {
     finish_on_stop: bool,
     pub(super) streams: StreamSource,
     on_restart: Option<Box<RestartHook>>,
+    timer: Option<Arc<dyn Timer>>,
 }
 
 impl fmt::Debug for RestartPolicy {
@@ -172,6 +174,11 @@ impl RestartPolicy {
         self.shared.finish_on_stop
     }
 
+    /// The timer of one's own its restarts sleep on, if it was given one.
+    pub(crate) fn timer(&self) -> Option<&Arc<dyn Timer>> {
+        self.shared.timer.as_ref()
+    }
+
     /// Tells the hook, if there is one, of a restart.
     pub(crate) fn notify(&self, event: &RestartEvent<'_>) {
         if let Some(hook) = &self.shared.on_restart {
@@ -203,6 +210,7 @@ pub struct RestartPolicyBuilder {
     finish_on_stop: bool,
     seed: Option<u64>,
     on_restart: Option<Box<RestartHook>>,
+    timer: Option<Arc<dyn Timer>>,
 }
 
 impl fmt::Debug for RestartPolicyBuilder {
@@ -244,7 +252,16 @@ impl RestartPolicyBuilder {
             finish_on_stop: false,
             seed: None,
             on_restart: None,
+            timer: None,
         }
+    }
+
+    /// Sets a timer of one's own for the restarts' delays. Defaults to none: the timer of what runs
+    /// the supervision, as for a [`RetryPolicy`](crate::RetryPolicy)'s calls (see
+    /// [`RetryPolicyBuilder::timer`](crate::RetryPolicyBuilder::timer)).
+    pub fn timer(mut self, timer: impl Timer) -> Self {
+        self.timer = Some(Arc::new(timer));
+        self
     }
 
     /// Sets the backoff of the restarts after failed runs. Defaults to
@@ -499,6 +516,7 @@ impl RestartPolicyBuilder {
                 finish_on_stop: self.finish_on_stop,
                 streams: StreamSource::new(self.seed.unwrap_or_else(entropy_seed)),
                 on_restart: self.on_restart,
+                timer: self.timer,
             }),
         })
     }

@@ -7,7 +7,7 @@ use crate::classify::Reason;
 use crate::engine::backoff::DelayState;
 use crate::engine::overrides::Overrides;
 use crate::engine::policy::Shared;
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::engine::policy_guards::Tickets;
 use crate::guards::hosts::Host;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::attempt::{Attempt, Decision, RetryInfo, StopReason};
 use crate::classify::{Outcome, Reason, RequestView};

@@ -6,7 +6,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::classify::RequestView;
 

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::guards::hosts::{Host, HostMap, Idle};
 

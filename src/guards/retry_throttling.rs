@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::guards::hosts::{Host, HostMap, Idle};
 

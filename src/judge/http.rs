@@ -1,13 +1,12 @@
 //! What an HTTP answer says besides its outcome.
 
-use std::time::SystemTime;
-
 use ::http::StatusCode;
 
 use crate::attempt::{Attempt, HostSignal};
 use crate::classify::AttemptResult;
 use crate::engine::policy::RetryPolicy;
 use crate::signals::server_delay::{quota_exhausted, quota_pace, says_throttled, server_delay};
+use crate::time::system_now;
 
 /// What an HTTP answer says besides its outcome: a server's delay, throttling, and what it tells the
 /// host's cooldown.
@@ -40,7 +39,7 @@ pub(super) fn http_signals(
         status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN && retryable;
     let refusal = rate_limit || status == StatusCode::SERVICE_UNAVAILABLE;
     let read = if refusal || status == StatusCode::PAYLOAD_TOO_LARGE && retryable {
-        server_delay(headers, SystemTime::now())
+        server_delay(headers, system_now())
     } else {
         None
     };
@@ -61,7 +60,7 @@ pub(super) fn http_signals(
         HostSignal::Nothing
     } else {
         // Any other answer was admitted; it can still say the next one would not be.
-        match quota_exhausted(headers, &SystemTime::now) {
+        match quota_exhausted(headers, &system_now) {
             Some(spent) => HostSignal::Accepted {
                 spent: Some(spent),
                 pace: quota_pace(headers),

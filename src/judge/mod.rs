@@ -67,7 +67,12 @@ impl<B> HttpResponse for ::http::Response<B> {
     }
 }
 
-#[cfg(feature = "reqwest")]
+// The browser's `reqwest::Response` has no extensions: it is judged by its status and headers
+// (`judge_answer`), and is no `HttpResponse`.
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 impl HttpResponse for reqwest::Response {
     fn status(&self) -> StatusCode {
         self.status()
@@ -103,24 +108,53 @@ where
         },
         Err(error) => AttemptResult::Error(error.as_error()),
     };
+    judge_seen(policy, request, &seen)
+}
+
+/// [`judge`] for an answer read by its status and headers alone: the browser's reqwest response,
+/// which has no extensions.
+#[cfg(all(feature = "reqwest", target_arch = "wasm32", target_os = "unknown"))]
+pub(crate) fn judge_answer<E: AsError>(
+    policy: &RetryPolicy,
+    request: &RequestView<'_>,
+    result: &Result<reqwest::Response, E>,
+) -> Attempt {
+    let none = Extensions::new();
+    let seen = match result {
+        Ok(response) => AttemptResult::Response {
+            status: response.status(),
+            headers: response.headers(),
+            extensions: &none,
+        },
+        Err(error) => AttemptResult::Error(error.as_error()),
+    };
+    judge_seen(policy, request, &seen)
+}
+
+/// What an attempt whose result was `seen` means, judged by the policy's classifier: see [`judge`].
+fn judge_seen(
+    policy: &RetryPolicy,
+    request: &RequestView<'_>,
+    seen: &AttemptResult<'_>,
+) -> Attempt {
     let answered = matches!(seen, AttemptResult::Response { .. });
     let classified = |request: &RequestView<'_>| {
-        let outcome = policy.classifier().classify(request, &seen);
+        let outcome = policy.classifier().classify(request, seen);
         (Attempt::new(outcome).idempotent(policy.is_idempotent(request))).answered(answered)
     };
     // Every gRPC call is a `POST` (gRPC over HTTP/2: `:method POST`): any other request is HTTP's,
     // and is judged without a look at gRPC's rules or headers.
     if *request.method() != Method::POST {
-        return http_signals(policy, &seen, classified(request));
+        return http_signals(policy, seen, classified(request));
     }
     // The classifier sees the policy's gRPC rules through the view: the default one applies them,
     // and so does a classifier of one's own that falls back to it.
     let request = request.with_grpc_rules(policy.grpc_rules());
     let attempt = classified(&request);
-    if is_grpc_call(&request, &seen) {
-        return grpc_signals(policy, &request, &seen, attempt);
+    if is_grpc_call(&request, seen) {
+        return grpc_signals(policy, &request, seen, attempt);
     }
-    http_signals(policy, &seen, attempt)
+    http_signals(policy, seen, attempt)
 }
 
 /// Whether an attempt is a gRPC call's: its request says so, or its response does.

@@ -93,7 +93,10 @@ impl Replay<GrpcRequest> for GrpcReplay {
         Some(Recorded {
             template: with_body(request, tonic::body::Body::empty()),
             recorder,
-            #[cfg(feature = "reqwest")]
+            #[cfg(all(
+                feature = "reqwest",
+                not(all(target_arch = "wasm32", target_os = "unknown"))
+            ))]
             unread: None,
             tonic_unread: unread.into_unread_slot(),
         })

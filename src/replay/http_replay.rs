@@ -1,6 +1,9 @@
 //! [`HttpReplay`]: copying and judging `http` and `reqwest` requests.
 
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 use std::sync::Arc;
 
 use http::{HeaderMap, Method, Uri};
@@ -10,11 +13,21 @@ use crate::classify::grpc::is_grpc;
 use crate::classify::{AsError, IDEMPOTENCY_KEY, RequestView};
 use crate::engine::overrides::Overrides;
 use crate::engine::policy::RetryPolicy;
+#[cfg(all(feature = "reqwest", target_arch = "wasm32", target_os = "unknown"))]
+use crate::judge::judge_answer as judge_reqwest;
 use crate::judge::{HttpResponse, judge, record};
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 use crate::replay::body::{Recorder, Recording, Unread};
 use crate::replay::body::{ReplayBody, declared_length};
 use crate::replay::{Judge, NextAttempt, Recorded, Replay, Sent};
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
+use judge as judge_reqwest;
 
 /// Copies and judges HTTP requests: `http::Request<B>` with `B: Clone`, and `reqwest::Request` (feature
 /// `reqwest`), whose streaming bodies cannot be copied and are sent once. Judging uses the policy's
@@ -83,11 +96,16 @@ impl<E: AsError> Judge<reqwest::Request, reqwest::Response, E> for HttpReplay {
         request: Sent<'_, reqwest::Request, (Method, reqwest::Url)>,
         result: &Result<reqwest::Response, E>,
     ) -> Attempt {
-        judge(policy, &reqwest_view(request), result)
+        judge_reqwest(policy, &reqwest_view(request), result)
     }
 
     fn report(response: &mut reqwest::Response, info: RetryInfo) {
+        #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
         record(response, info);
+        // The browser's response has no extensions: `RetryMiddleware` puts the info in the
+        // request's, and in its `RetryReport`.
+        #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+        let _ = (response, info);
     }
 
     fn status(&self, response: &reqwest::Response) -> Option<http::StatusCode> {
@@ -168,7 +186,10 @@ impl<B: http_body::Body> Replay<http::Request<ReplayBody<B>>> for HttpReplay {
         Some(Recorded {
             template: with_body(request, unread),
             recorder,
-            #[cfg(feature = "reqwest")]
+            #[cfg(all(
+                feature = "reqwest",
+                not(all(target_arch = "wasm32", target_os = "unknown"))
+            ))]
             unread: None,
             #[cfg(feature = "tonic")]
             tonic_unread: None,
@@ -226,6 +247,9 @@ impl Replay<reqwest::Request> for HttpReplay {
         Some(reqwest_view(request))
     }
 
+    // In the browser a body is bytes, which copy, or a multipart form, which does not and is sent
+    // once: nothing streams, and nothing is recorded.
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
     fn start_recording(
         &self,
         request: &mut reqwest::Request,
@@ -250,6 +274,7 @@ impl Replay<reqwest::Request> for HttpReplay {
         })
     }
 
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
     fn rebuild(&self, recorded: &Recorded<reqwest::Request>) -> Option<reqwest::Request> {
         rebuild_reqwest(&recorded.template, &recorded.recorder, &recorded.unread)
     }
@@ -257,7 +282,10 @@ impl Replay<reqwest::Request> for HttpReplay {
 
 /// A retry's `reqwest::Request`, made from `template` and the body `recorder` recorded, or the body
 /// itself if it came back unread (to `unread`).
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub(crate) fn rebuild_reqwest(
     template: &reqwest::Request,
     recorder: &Recorder,

@@ -9,14 +9,22 @@ pub(crate) mod body;
 mod grpc;
 pub(crate) mod http_replay;
 mod replay_fn;
-#[cfg(all(feature = "tower", feature = "reqwest"))]
+#[cfg(all(
+    feature = "tower",
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 mod with_extensions;
 
 #[cfg(feature = "tonic")]
 pub use grpc::GrpcReplay;
 pub use http_replay::HttpReplay;
 pub use replay_fn::ReplayFn;
-#[cfg(all(feature = "tower", feature = "reqwest"))]
+#[cfg(all(
+    feature = "tower",
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub use with_extensions::WithExtensions;
 
 use std::fmt;
@@ -29,7 +37,10 @@ use crate::engine::policy::RetryPolicy;
 use crate::engine::state::RetryState;
 use crate::error::Error;
 use crate::replay::body::Recorder;
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 use crate::replay::body::Unread;
 
 /// The request of an attempt, as the layer still has it when the result arrives.
@@ -380,7 +391,10 @@ pub struct Recorded<Req> {
     recorder: Arc<Recorder>,
     /// Where a reqwest body comes back if it is dropped unread: a `reqwest::Body` has no room for the
     /// slot, as a `ReplayBody` has.
-    #[cfg(feature = "reqwest")]
+    #[cfg(all(
+        feature = "reqwest",
+        not(all(target_arch = "wasm32", target_os = "unknown"))
+    ))]
     unread: Option<Arc<Unread<reqwest::Body>>>,
     /// Where a tonic body comes back if it is dropped unread: a `tonic::body::Body` has no room for
     /// the slot either.

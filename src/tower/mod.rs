@@ -4,14 +4,21 @@
 
 mod future;
 pub(crate) mod layer;
-#[cfg(feature = "reqwest")]
+// reqwest's browser client is no `tower::Service`.
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 mod reqwest_client;
 mod restarting;
 mod service;
 #[cfg(feature = "tonic")]
 mod service_config;
 
-#[cfg(feature = "reqwest")]
+#[cfg(all(
+    feature = "reqwest",
+    not(all(target_arch = "wasm32", target_os = "unknown"))
+))]
 pub use crate::replay::WithExtensions;
 pub use future::ResponseFuture;
 pub use restarting::{Restarting, RestartingFuture};

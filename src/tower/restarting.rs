@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use ::tower::Service;
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
 
 use crate::drive::timer;
 use crate::engine::restart::{RestartDecision, RestartState, RunEnd};
 use crate::engine::restart_policy::RestartPolicy;
+use crate::time::{Instant, Sleeping};
 
 /// A `MakeService` (any `Service<Target>` whose response is a connection) that makes each new
 /// connection after the delay a [`RestartPolicy`] gives a restart, for
@@ -76,7 +76,7 @@ enum Next {
     /// The last one was asked for; its loss has not been noticed yet.
     Asked,
     /// A new one is due when the sleep ends (at once if there is none).
-    Due(Option<Pin<Box<Sleep>>>),
+    Due(Option<Pin<Box<Sleeping>>>),
 }
 
 impl<M> Restarting<M> {
@@ -115,7 +115,7 @@ impl<M> Restarting<M> {
     }
 
     /// The connection asked for last is gone: decides when the next one is made.
-    fn decide(&mut self) -> Option<Pin<Box<Sleep>>> {
+    fn decide(&mut self) -> Option<Pin<Box<Sleeping>>> {
         let now = Instant::now();
         let connected = self
             .connected
@@ -136,7 +136,8 @@ impl<M> Restarting<M> {
             // A schedule without a limit never gives up.
             RestartDecision::GiveUp => return None,
         };
-        (!delay.is_zero()).then(|| Box::pin(tokio::time::sleep_until(timer::after(delay))))
+        (!delay.is_zero())
+            .then(|| Box::pin(Sleeping::until(timer::after(delay), self.policy.timer())))
     }
 }
 

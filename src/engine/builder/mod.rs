@@ -22,6 +22,7 @@ mod grpc;
 mod hosts;
 mod sending;
 mod throttling;
+mod timer;
 
 /// Builds a [`RetryPolicy`]; every setter documents its default. Invalid values are reported by
 /// [`build`](RetryPolicyBuilder::build) as a [`ConfigError`], never by a panic.
@@ -38,7 +39,7 @@ mod throttling;
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 // The inherent impl of `RetryPolicyBuilder`: the limits here, and a file of `builder/` for each group
-// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`.
+// of settings: `throttling.rs`, `sending.rs`, `grpc.rs`, `hosts.rs`, `timer.rs`.
 #[must_use]
 pub struct RetryPolicyBuilder {
     settings: Settings,
@@ -153,6 +154,7 @@ impl RetryPolicyBuilder {
                     adaptive_throttle: None,
                     retry_throttling: None,
                 },
+                timer: None,
             },
             grpc_methods: Vec::new(),
             host_cooldown: false,

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::{RetryBudgetBuilder, credit};
 use crate::guards::hosts::{CREDIT_KEY_MASK, Host};

@@ -34,7 +34,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use crate::error::ConfigError;
 use crate::error::config::{MAX_RATIO, MAX_WINDOW, MIN_WINDOW};

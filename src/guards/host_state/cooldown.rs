@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::pace::{Pacer, Probe};
 use super::report::HostState;

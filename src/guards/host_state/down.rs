@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::task::Waker;
 use std::time::Duration;
 
+use crate::time::Instant;
 use rand::rngs::SmallRng;
-use tokio::time::Instant;
 
 use super::pace::Pacer;
 use super::report::HostState;

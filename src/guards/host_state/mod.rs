@@ -57,9 +57,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
 use std::time::Duration;
 
+use crate::time::Instant;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use tokio::time::Instant;
 
 use crate::attempt::HostSignal;
 use crate::classify::RequestView;

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::cooldown::MIN_ROUND;
 use super::{Stage, Ticket};

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::{HostStates, Rules, Table};
 
@@ -61,8 +61,8 @@ mod tests {
     use std::task::{Wake, Waker};
     use std::time::Duration;
 
+    use crate::time::Instant;
     use rand::rngs::SmallRng;
-    use tokio::time::Instant;
 
     use super::super::{
         Admission, Evidence, HostState, HostStates, HostTickets, Pause, Place, ProbeDelays,

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::{Account, Pace, SLOTS, slot_of};
 use crate::guards::budget::RetryBudgetBuilder;
@@ -86,7 +86,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use tokio::time::Instant;
+    use crate::time::Instant;
 
     use super::super::{Account, RetryKind};
     use crate::guards::budget::{RetryBudget, RetryBudgetBuilder};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::time::Instant;
 
 use super::super::{
     Admission, Evidence, HostStates, HostTickets, Place, ProbeDelays, ProbeSchedule, Rules,
