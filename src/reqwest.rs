@@ -191,10 +191,10 @@ impl RetryReport {
     /// # }
     /// ```
     pub fn get(&self) -> Option<RetryInfo> {
-        *self
-            .0
+        self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     fn set(&self, info: RetryInfo) {
@@ -292,6 +292,10 @@ impl RetryMiddleware {
                 dyn Future<Output = MiddlewareResult> + Send + 'n,
                 (Extensions, Next<'n>),
             > = Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
+            // For the sender beneath: the replica it goes to, when its name has replicas.
+            if let Some(replica) = NextAttempt::new(call.retry()).replica() {
+                extensions.insert(replica);
+            }
             let mut sending = send(next.clone(), request, extensions, None);
             loop {
                 let answered = poll_fn(|cx| {
@@ -302,10 +306,16 @@ impl RetryMiddleware {
                         ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| {
                             Poll::Ready(true)
                         },
-                        send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
+                        send: |request,
+                               (extensions, next): &mut (Extensions, Next<'n>),
+                               resend,
+                               replica| {
                             let mut extensions = extensions.clone();
                             if let Some(count) = resend {
                                 extensions.insert(count);
+                            }
+                            if let Some(replica) = replica {
+                                extensions.insert(replica);
                             }
                             let next = next.clone();
                             let span = attempt_span(&request, resend);
@@ -338,9 +348,13 @@ impl RetryMiddleware {
                 match call.begin_retry(&HttpReplay, &mut held) {
                     Ok(retry) => {
                         // For the middlewares after this one: which resend it is.
-                        let resend = NextAttempt::new(call.retry()).resend_count();
+                        let next_attempt = NextAttempt::new(call.retry());
+                        let resend = next_attempt.resend_count();
                         if let Some(count) = resend {
                             extensions.insert(count);
+                        }
+                        if let Some(replica) = next_attempt.replica() {
+                            extensions.insert(replica);
                         }
                         sending = send(next.clone(), retry, extensions, resend);
                     }
@@ -352,29 +366,36 @@ impl RetryMiddleware {
             // The caller's extensions as they were given: the count was for the chain below.
             extensions.remove::<ResendCount>();
         }
+        if !call.retry().policy().replica_sets().is_empty() {
+            // So was the replica.
+            extensions.remove::<crate::Replica>();
+        }
         let mut result = result;
-        let info = match &mut result {
+        let report = extensions.get::<RetryReport>().cloned();
+        match &mut result {
             Ok(response) => {
                 let info = call.retry().info();
+                if let Some(report) = &report {
+                    report.set(info.clone());
+                }
                 <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
                     response, info,
                 );
-                info
             }
             Err(error) => {
                 // A response carries its own; the request's extensions get it only for an error, since
                 // an empty extensions map costs an allocation to insert into.
-                extensions.insert(error.info());
-                error.info()
+                let info = error.info();
+                if let Some(report) = &report {
+                    report.set(info.clone());
+                }
+                extensions.insert(info);
             }
-        };
-        if let Some(report) = extensions.get::<RetryReport>() {
-            report.set(info);
         }
         result.map_err(|error| match error.split() {
             Ok(inner) => inner,
             Err(other) => match (other.elapsed(), other.rejected()) {
-                (Some(elapsed), _) => reqwest_middleware::Error::middleware(*elapsed),
+                (Some(elapsed), _) => reqwest_middleware::Error::middleware(elapsed.clone()),
                 (_, Some(rejected)) => reqwest_middleware::Error::middleware(rejected.clone()),
                 (None, None) => reqwest_middleware::Error::middleware(other),
             },

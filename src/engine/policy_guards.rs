@@ -29,6 +29,7 @@ use crate::observe::{log, metrics};
 
 pub(crate) use crate::guards::budget::RetryBudget;
 pub(crate) use crate::guards::host_state::HostTickets as Tickets;
+pub(crate) use crate::guards::replicas::{Replica, ReplicaSet};
 
 /// What the requests of a policy (and of its clones) keep together as they run: the retry budget's
 /// accounts, the hosts' states (their pauses and their health), the adaptive throttles, and the
@@ -46,6 +47,9 @@ pub(crate) struct Guards {
     /// sets `retryThrottling`, in place of the budget.
     pub(super) retry_throttling: Option<RetryThrottling>,
     streams: StreamSource,
+    /// The replica sets of the names the policy sends to: each attempt to one of them is placed on a
+    /// replica.
+    replicas: Box<[ReplicaSet]>,
 }
 
 impl Guards {
@@ -58,6 +62,7 @@ impl Guards {
         throttle: Option<(f64, Duration)>,
         retry_throttling: Option<(u32, u64)>,
         seed: u64,
+        replicas: Vec<ReplicaSet>,
     ) -> Self {
         Self {
             budget,
@@ -69,7 +74,18 @@ impl Guards {
             retry_throttling: retry_throttling
                 .map(|(max_tokens, milli_ratio)| RetryThrottling::new(max_tokens, milli_ratio)),
             streams: StreamSource::new(seed),
+            replicas: replicas.into_boxed_slice(),
         }
+    }
+
+    /// The replica sets the policy places attempts on.
+    pub(crate) fn replica_sets(&self) -> &[ReplicaSet] {
+        &self.replicas
+    }
+
+    /// The replica set of `host`, if the policy has one.
+    pub(crate) fn replica_set(&self, host: Host) -> Option<&ReplicaSet> {
+        self.replicas.iter().find(|set| set.host() == host)
     }
 
     pub(crate) fn budget(&self) -> Option<&RetryBudget> {
@@ -174,10 +190,11 @@ impl RetryState {
         let guards = &self.policy.shared.guards;
         let cooling = guards.hosts.as_ref().is_some_and(HostStates::is_armed);
         let per_host = guards.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && guards.throttles.is_none() {
+        if !cooling && !per_host && guards.throttles.is_none() && guards.replicas.is_empty() {
             return Ok(None);
         }
-        self.before_first_slow(view().as_ref(), cooling)
+        let placing = !guards.replicas.is_empty();
+        self.before_first_slow(view().as_ref(), cooling || placing)
     }
 
     #[cold]
@@ -246,8 +263,9 @@ impl RetryState {
     /// throttling admits it and the budget pays for it, as for a retry. If so, the hedge is counted
     /// and its withdrawal is final: call this only when the hedge can be sent at once.
     pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
-        // Judged beside the attempt it races, which is not answered yet.
-        if !self.may_hedge(request) || self.admit(request).is_err() {
+        // Judged beside the attempt it races, which is not answered yet; placed on a replica of
+        // its own when its name has replicas, and not sent when none is up.
+        if !self.may_hedge(request) || !self.place_hedge(request) || self.admit(request).is_err() {
             return false;
         }
         match self.pay(request, None) {
@@ -266,6 +284,7 @@ impl RetryState {
     /// limit is judged for, ran too: made, and never answered.
     pub(crate) fn count_cancelled(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
+        self.replica_dropped();
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -276,6 +295,7 @@ impl RetryState {
     /// not make it look as if it refused half of what it was sent.
     pub(crate) fn count_lost(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
+        self.replica_dropped();
         self.count_answered(request, true);
     }
 

@@ -49,7 +49,9 @@ impl RetryPolicy {
     pub fn host_state(&self, host: &str) -> HostState {
         let up = HostState::Up { failures: 0 };
         match (self.shared.guards.hosts(), Host::named(host)) {
-            (Some(hosts), Some((host, _))) => hosts.state(host, Instant::now()),
+            (Some(hosts), Some((host, _))) => self
+                .replicas_down(host)
+                .unwrap_or_else(|| hosts.state(host, Instant::now())),
             _ => up,
         }
     }
@@ -129,8 +131,10 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        match self.policy.shared.guards.hosts() {
+        let guards = &self.policy.shared.guards;
+        match guards.hosts() {
             Some(hosts) if hosts.is_armed() => self.wait_for_host(request),
+            _ if !guards.replica_sets().is_empty() => self.wait_for_host(request),
             _ => Ok(None),
         }
     }
@@ -143,17 +147,28 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let (Some(hosts), Some(view), Some(place)) =
-            (shared.guards.hosts(), request, request.and_then(Place::of))
-        else {
+        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
             return Ok(None);
         };
+        let set = shared.guards.replica_set(place.host);
         let now = Instant::now();
+        let Some(hosts) = shared.guards.hosts() else {
+            // No breaker and no cooldown: the replica is the cheaper of two, and goes at once.
+            if let Some(set) = set {
+                let mut tickets = Tickets::default();
+                self.place_attempt(None, set, (place, view), now, &mut tickets);
+            }
+            return Ok(None);
+        };
         self.end_held_wait(now);
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
         let probes = tickets.down.map(|ticket| ticket.is_probe());
         let deadline = self.max_elapsed().is_some();
-        let admission = hosts.admit(place, now, &mut tickets, deadline);
+        let admission = match set {
+            Some(set) => self.place_attempt(Some(hosts), set, (place, view), now, &mut tickets),
+            None => hosts.admit(place, now, &mut tickets, deadline),
+        };
+        let placed = self.placed(request).unwrap_or(place);
         if self.delays.is_some() || tickets != Tickets::default() {
             // The tickets the request goes or waits with, to be shown with its answer.
             Schedules::of(&mut self.delays, shared).hosts = tickets;
@@ -223,7 +238,7 @@ impl RetryState {
                         };
                         let route = tickets
                             .down
-                            .filter(|ticket| ticket.key != place.host)
+                            .filter(|ticket| Some(ticket.key) == placed.route)
                             .map(|_| view.path().unwrap_or("/").into());
                         Rejected::host_down(host_state::name_of(view), route, next_probe, info)
                     }
@@ -297,7 +312,7 @@ impl RetryState {
         let Some(latencies) = self.policy.shared.guards.latencies() else {
             return (None, None);
         };
-        let Some(host) = request.and_then(Host::of) else {
+        let Some(host) = self.placed(request).map(|place| place.health) else {
             return (None, None);
         };
         let probe = (self.delays.as_ref())
@@ -321,7 +336,7 @@ impl RetryState {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return;
         };
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let (Some(view), Some(place)) = (request, self.placed(request)) else {
             return;
         };
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
@@ -346,11 +361,14 @@ impl RetryState {
     /// Learns that an attempt of `request` was answered after `took`, for the breaker's judgement of
     /// its host's silence.
     pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
-        if let (Some(latencies), Some(host)) = (
-            self.policy.shared.guards.latencies(),
-            request.and_then(Host::of),
-        ) {
-            latencies.sample(host, took);
+        if let Some(replica) = self.replica_for(false) {
+            // The replica's cost, for the choice of the next attempts' replicas.
+            replica.member().answered(took);
+        }
+        if let (Some(latencies), Some(place)) =
+            (self.policy.shared.guards.latencies(), self.placed(request))
+        {
+            latencies.sample(place.health, took);
         }
     }
 
@@ -362,6 +380,7 @@ impl RetryState {
             attempt.signal = crate::attempt::HostSignal::Nothing;
             self.record_hosts(&attempt, request);
         }
+        self.replica_judged();
     }
 
     /// Whether a retry to `request`'s host would fail fast, the host (or the request's route) being
@@ -370,10 +389,15 @@ impl RetryState {
         let Some(hosts) = self.policy.shared.guards.hosts() else {
             return false;
         };
-        hosts.is_armed()
-            && request
-                .and_then(Place::of)
-                .is_some_and(|place| hosts.fails_fast(place, Instant::now()))
+        if !hosts.is_armed() {
+            return false;
+        }
+        if let Some(all) = self.replicas_fail_fast(request) {
+            return all;
+        }
+        request
+            .and_then(Place::of)
+            .is_some_and(|place| hosts.fails_fast(place, Instant::now()))
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown and its
@@ -381,6 +405,7 @@ impl RetryState {
     /// throttling. An attempt cut by a limit of the caller's own says nothing of the backend.
     pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
         self.record_hosts(attempt, request);
+        self.replica_judged();
         if self.cut_by_caller {
             return;
         }
@@ -410,7 +435,7 @@ impl RetryState {
         if !(fails || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
             return;
         }
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let (Some(view), Some(place)) = (request, self.placed(request)) else {
             return;
         };
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();

@@ -9,7 +9,7 @@ use crate::engine::overrides::Overrides;
 use crate::engine::policy::Shared;
 use tokio::time::Instant;
 
-use crate::engine::policy_guards::Tickets;
+use crate::engine::policy_guards::{Replica, Tickets};
 
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
 /// needs it. Made at the first draw: a request that succeeds at once seeds no generator.
@@ -38,6 +38,23 @@ pub(super) struct Schedules {
     pub(super) overrides: Option<Box<Overrides>>,
     /// How long a call a guard refused waits before it ends (`backoff_on_refusal`).
     pub(super) linger: Option<Duration>,
+    /// The replicas of a call to a name with a replica set.
+    pub(super) replicas: CallReplicas,
+}
+
+/// Which replicas a call's attempts go to, for a name with a replica set.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CallReplicas {
+    /// The replica of the attempt in flight (or about to be sent).
+    pub(super) current: Option<Replica>,
+    /// The replica of the hedge racing it.
+    pub(super) hedge: Option<Replica>,
+    /// The replica of every attempt that ended, in the order they ended.
+    pub(super) trail: Vec<Replica>,
+    /// Where in `trail` the attempts of the race in flight begin: those before it, back to the
+    /// previous race's start, are the last attempt's.
+    pub(super) race_start: usize,
+    pub(super) last_start: usize,
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -66,6 +83,7 @@ impl Schedules {
                 deadline: None,
                 overrides: None,
                 linger: None,
+                replicas: CallReplicas::default(),
             })
         })
     }

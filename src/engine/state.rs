@@ -259,6 +259,7 @@ impl RetryState {
             cooldown: self.delays.as_ref().map_or(Duration::ZERO, |d| d.cooldown),
             hedges: self.hedges,
             stop: self.stop,
+            replicas: self.replicas_reached(),
         }
     }
 

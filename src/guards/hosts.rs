@@ -67,6 +67,16 @@ impl Host {
         Self(hasher.finish())
     }
 
+    /// One replica of this host: the host (its name and port) and the address it is reached at, the
+    /// key of what the breaker judges of that replica alone.
+    pub(crate) fn replica(self, addr: std::net::SocketAddr) -> Self {
+        let mut hasher = DefaultHasher::new();
+        hasher.write_u64(self.0);
+        hasher.write_u8(0xa5);
+        addr.hash(&mut hasher);
+        Self(hasher.finish())
+    }
+
     /// The host as a starting credit's withdrawal records it: the low 55 bits of its hash, which a
     /// withdrawal has room for beside a slot's epoch.
     pub(crate) const fn credit_key(self) -> u64 {

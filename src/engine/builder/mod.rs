@@ -10,7 +10,7 @@ use crate::classify::{ClassifyHttp, DefaultClassifier};
 use crate::engine::backoff::Backoff;
 use crate::engine::breaker::Breaker;
 use crate::engine::policy::{RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared};
-use crate::engine::policy_guards::{Guards, RetryBudget};
+use crate::engine::policy_guards::{Guards, ReplicaSet, RetryBudget};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
@@ -52,6 +52,8 @@ pub struct RetryPolicyBuilder {
     /// gRPC's retry throttling: `maxTokens`, and `tokenRatio` in thousandths (a service config's).
     retry_throttling: Option<(u32, u64)>,
     seed: Option<u64>,
+    /// The replica sets of names the policy sends to, one per name.
+    replicas: Vec<ReplicaSet>,
 }
 
 /// The budget a builder will give its policy.
@@ -72,6 +74,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("throttle_backoff", &self.settings.throttle_backoff)
             .field("host_cooldown", &self.host_cooldown)
             .field("breaker", &self.breaker)
+            .field("replicas", &self.replicas)
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
             .field("replay_buffer", &self.settings.replay_buffer)
@@ -157,6 +160,7 @@ impl RetryPolicyBuilder {
             budget: Budget::Default,
             retry_throttling: None,
             seed: None,
+            replicas: Vec::new(),
         }
     }
 
@@ -601,6 +605,7 @@ impl RetryPolicyBuilder {
                     throttle,
                     self.retry_throttling,
                     seed,
+                    self.replicas,
                 )),
             }),
         })

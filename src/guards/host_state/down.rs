@@ -188,6 +188,29 @@ struct Recovering {
     until: Instant,
 }
 
+/// Where an entry stands, for a choice between replicas ([`HostHealth::standing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// Requests go.
+    Up,
+    /// Down, and the next request goes as its probe.
+    ProbeDue,
+    /// Down until its next probe, if it has one.
+    Down(Option<Instant>),
+}
+
+impl Standing {
+    /// The worse of two: a replica is down if its entry or its route's is.
+    pub(super) fn worse(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Down(a), Self::Down(b)) => Self::Down(a.max(b)),
+            (Self::Down(a), _) | (_, Self::Down(a)) => Self::Down(a),
+            (Self::ProbeDue, _) | (_, Self::ProbeDue) => Self::ProbeDue,
+            (Self::Up, Self::Up) => Self::Up,
+        }
+    }
+}
+
 /// A change of a host's health, for the events and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Change {
@@ -443,6 +466,19 @@ impl HostHealth {
                 down.waiters.remove(&mine.waiter);
                 Some(Admission::Down(down.next_probe.map(|next| next - now)))
             }
+        }
+    }
+
+    /// Where it stands at `now`, for a choice between replicas, without changing anything: up (or
+    /// letting its held requests go), down with a probe due, or down until `wake` (its next probe,
+    /// `None` for one marked down by hand).
+    pub(super) fn standing(&self, now: Instant) -> Standing {
+        match &self.state {
+            State::Up | State::Recovering(_) => Standing::Up,
+            State::Down(down) => match down.next_probe {
+                Some(next) if now >= next => Standing::ProbeDue,
+                next => Standing::Down(next),
+            },
         }
     }
 

@@ -48,9 +48,11 @@
 mod cooldown;
 mod down;
 mod pace;
+mod replicas;
 mod report;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
@@ -67,6 +69,7 @@ use cooldown::Cooldown;
 use down::HostHealth;
 
 pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules};
+pub(crate) use replicas::Placing;
 pub use report::{HostReport, HostState};
 
 /// The most entries the table holds (hosts, and the routes of hosts that answered gateway
@@ -81,12 +84,17 @@ pub(crate) const MAX_HOSTS: usize = 4096;
 /// After it, requests go out again, and one that is refused holds the host anew.
 pub(crate) const MAX_HOLD: Duration = Duration::from_secs(300);
 
-/// Where a request goes, as the table keys it: its host (name and port) and its route (the host
-/// and the request's path), each an entry of its own once something is known of it.
+/// Where a request goes, as the table keys it: its host (name and port), whose entry keeps the
+/// cooldown; the entry whose health its unanswered attempts judge (the host's, or the replica's it
+/// was sent to); and its route (that entry and the request's path), each an entry of its own once
+/// something is known of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Place {
     pub(crate) host: Host,
+    pub(crate) health: Host,
     pub(crate) route: Option<Host>,
+    /// The replica's address, when the attempt went to one of the host's replicas.
+    pub(crate) replica: Option<SocketAddr>,
 }
 
 impl Place {
@@ -95,14 +103,32 @@ impl Place {
         let host = Host::of(request)?;
         Some(Self {
             host,
+            health: host,
             route: Some(host.route(request.path().unwrap_or("/"))),
+            replica: None,
         })
+    }
+
+    /// The same request, sent to one of its host's replicas: its health and its route are the
+    /// replica's, its cooldown still the host's.
+    pub(crate) fn on_replica(self, key: Host, addr: SocketAddr, path: &str) -> Self {
+        Self {
+            host: self.host,
+            health: key,
+            route: Some(key.route(path)),
+            replica: Some(addr),
+        }
     }
 
     /// A host, whatever the path.
     #[cfg(test)]
     pub(crate) const fn host(host: Host) -> Self {
-        Self { host, route: None }
+        Self {
+            host,
+            health: host,
+            route: None,
+            replica: None,
+        }
     }
 }
 
@@ -218,6 +244,8 @@ struct Entry {
     name: Option<Box<str>>,
     /// The path, for a route's entry.
     route: Option<Box<str>>,
+    /// The address, for a replica's entry (or a replica's route's).
+    replica: Option<SocketAddr>,
     cooldown: Option<Cooldown>,
     health: HostHealth,
 }
@@ -358,11 +386,13 @@ impl HostStates {
             }
             named.clone().unwrap_or_default()
         };
-        // The host's entry: its cooldown, and what the attempt says of the host itself.
-        let host_starts = signal.starts_a_cooldown() || host_health_fails(host_health);
+        // The host's entry: its cooldown, and, when the attempt went to the host itself, what it
+        // says of the host's health.
+        let same = place.health == place.host;
+        let host_starts = signal.starts_a_cooldown() || (same && host_health_fails(host_health));
         let mut change = None;
         if live(hosts, latest, place.host, now).is_some()
-            || host_starts && insert_new(hosts, place.host, name().0, None, now)
+            || host_starts && insert_new(hosts, place.host, name().0, None, None, now)
         {
             self.armed.store(true, Ordering::Release);
             let entry = hosts.get_mut(&place.host).expect("just looked up or made");
@@ -370,15 +400,34 @@ impl HostStates {
                 Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
                 None => entry.cooldown = Cooldown::start(signal, now),
             }
-            change = self.breaker.as_ref().and_then(|breaker| {
-                let ticket = &mut mine(&mut tickets.down, place.host);
-                let episode = || next_id(ids);
-                let change =
-                    (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
-                put_back(&mut tickets.down, *ticket);
-                change
-            });
+            if same {
+                change = self.breaker.as_ref().and_then(|breaker| {
+                    let ticket = &mut mine(&mut tickets.down, place.host);
+                    let episode = || next_id(ids);
+                    let change =
+                        (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+                    put_back(&mut tickets.down, *ticket);
+                    change
+                });
+            }
             settle(hosts, latest, place.host, now);
+        }
+        // A replica's entry: what the attempt says of the replica it went to.
+        if let (false, Some(breaker)) = (same, &self.breaker)
+            && host_health != Health::Nothing
+            && (live(hosts, latest, place.health, now).is_some()
+                || host_health_fails(host_health)
+                    && insert_new(hosts, place.health, name().0, None, place.replica, now))
+        {
+            self.armed.store(true, Ordering::Release);
+            let entry = hosts
+                .get_mut(&place.health)
+                .expect("just looked up or made");
+            let ticket = &mut mine(&mut tickets.down, place.health);
+            let episode = || next_id(ids);
+            change = (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+            put_back(&mut tickets.down, *ticket);
+            settle(hosts, latest, place.health, now);
         }
         // The route's entry: what the answer says of the path.
         if let (Some(route), Some(breaker)) = (place.route, &self.breaker)
@@ -386,7 +435,7 @@ impl HostStates {
             && (live(hosts, latest, route, now).is_some()
                 || host_health_fails(route_health) && {
                     let (host, path) = name();
-                    insert_new(hosts, route, host, path, now)
+                    insert_new(hosts, route, host, path, place.replica, now)
                 })
         {
             self.armed.store(true, Ordering::Release);
@@ -435,7 +484,10 @@ impl HostStates {
             .route
             .and_then(|route| live(hosts, latest, route, now))
             .is_some_and(|entry| entry.health.holds());
+        let health = place.health != place.host
+            && live(hosts, latest, place.health, now).is_some_and(|entry| entry.health.holds());
         route
+            || health
             || live(hosts, latest, place.host, now).is_some_and(|entry| {
                 entry.health.holds()
                     || (entry.cooldown.as_ref())
@@ -466,7 +518,7 @@ impl HostStates {
         } = &mut *table;
         // The host first: a host that is down holds every path of it.
         if self.breaker.is_some() {
-            for key in [Some(place.host), place.route].into_iter().flatten() {
+            for key in [Some(place.health), place.route].into_iter().flatten() {
                 let Some(entry) = live(hosts, latest, key, now) else {
                     continue;
                 };
@@ -495,7 +547,7 @@ impl HostStates {
     pub(crate) fn fails_fast(&self, place: Place, now: Instant) -> bool {
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        [Some(place.host), place.route]
+        [Some(place.health), place.route]
             .into_iter()
             .flatten()
             .any(|key| live(hosts, latest, key, now).is_some_and(|e| e.health.fails_fast(now)))
@@ -559,11 +611,12 @@ impl HostStates {
             .filter(|entry| entry.state(now) != HostState::Up { failures: 0 })
             .map(|entry| HostReport {
                 host: entry.name.as_deref().unwrap_or("").to_owned(),
+                replica: entry.replica,
                 route: entry.route.as_deref().map(str::to_owned),
                 state: entry.state(now),
             })
             .collect();
-        report.sort_by(|a, b| (&a.host, &a.route).cmp(&(&b.host, &b.route)));
+        report.sort_by(|a, b| (&a.host, a.replica, &a.route).cmp(&(&b.host, b.replica, &b.route)));
         report
     }
 
@@ -581,7 +634,7 @@ impl HostStates {
             ids,
         } = &mut *table;
         if live(hosts, latest, host, now).is_none()
-            && !insert_new(hosts, host, Some(name), None, now)
+            && !insert_new(hosts, host, Some(name), None, None, now)
         {
             return false;
         }
@@ -777,6 +830,7 @@ fn insert_new(
     key: Host,
     name: Option<Box<str>>,
     route: Option<Box<str>>,
+    replica: Option<SocketAddr>,
     now: Instant,
 ) -> bool {
     if hosts.len() >= MAX_HOSTS && !make_room(hosts, now) {
@@ -785,6 +839,7 @@ fn insert_new(
     let entry = Entry {
         name,
         route,
+        replica,
         cooldown: None,
         health: HostHealth::default(),
     };
