@@ -148,10 +148,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn report(response: reqwest::Response) -> reqwest::Result<()> {
-    let info = *response
+    let info = response
         .extensions()
         .get::<RetryInfo>()
-        .expect("RetryMiddleware records RetryInfo in every response");
+        .expect("RetryMiddleware records RetryInfo in every response")
+        .clone();
     let status = response.status();
     let body = response.text().await?;
     println!(

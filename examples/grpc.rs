@@ -164,7 +164,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let took = started.elapsed();
         match result {
             Ok(response) => {
-                let info = response.extensions().get::<RetryInfo>().copied();
+                let info = response.extensions().get::<RetryInfo>().cloned();
                 let (attempts, hedges) = info.map_or((1, 0), |i| (i.attempts(), i.hedges()));
                 println!(
                     "  client: OK {:?} after {attempts} attempt(s), {hedges} hedge(s), in {took:.0?}",

@@ -69,7 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let info = response
         .extensions()
         .get::<RetryInfo>()
-        .copied()
+        .cloned()
         .expect("RetryMiddleware records RetryInfo in every response");
     println!("client: {status}: {:?}", response.text().await?);
     println!(

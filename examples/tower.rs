@@ -54,10 +54,11 @@ async fn main() -> Result<(), BoxError> {
     let response = service.oneshot(request).await?;
     let elapsed = start.elapsed();
 
-    let info = *response
+    let info = response
         .extensions()
         .get::<RetryInfo>()
-        .expect("the retry layer records RetryInfo in every response");
+        .expect("the retry layer records RetryInfo in every response")
+        .clone();
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     println!(

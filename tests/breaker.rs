@@ -508,7 +508,11 @@ async fn a_retry_to_a_host_that_fails_fast_is_not_sent_and_the_last_answer_comes
     // The fifth attempt put the host down: its 502 comes back, the retry is not sent.
     assert_eq!(response.status(), 502);
     assert_eq!(host.hits(), 5);
-    let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+    let info = response
+        .extensions()
+        .get::<stagger::RetryInfo>()
+        .unwrap()
+        .clone();
     assert_eq!(
         (info.attempts(), info.stop_reason()),
         (5, Some(StopReason::HostDown))

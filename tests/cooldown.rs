@@ -438,7 +438,11 @@ mod extended_while_waiting {
         let arrivals = arrivals.lock().unwrap().clone();
         let (_, at) = arrivals.iter().find(|(path, _)| path == "/b").unwrap();
         assert!(*at >= ms(5600), "/b reached the server at {at:?}");
-        let info = *held.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = held
+            .extensions()
+            .get::<stagger::RetryInfo>()
+            .unwrap()
+            .clone();
         assert!(info.cooldown() >= ms(5500), "{info:?}");
     }
 }

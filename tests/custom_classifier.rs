@@ -67,7 +67,7 @@ fn reqwest_client() -> reqwest::Client {
 }
 
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response.extensions().get::<RetryInfo>().unwrap()
+    response.extensions().get::<RetryInfo>().unwrap().clone()
 }
 
 mod middleware {

@@ -286,7 +286,7 @@ async fn unavailable_twice_then_ok_takes_three_attempts_and_returns_the_reply() 
     let response = say(quick().build().unwrap(), addr).await.unwrap();
     assert_eq!(response.get_ref().text, "attempt 3");
     assert_eq!(echo.seen().len(), 3);
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.attempts(), 3);
     // A6: the client receives the number of retry attempts made.
     let previous = response.metadata().get("grpc-previous-rpc-attempts");
@@ -541,7 +541,7 @@ async fn a_server_stream_that_fails_after_its_first_message_is_not_retried() {
         .server_streaming(tonic::Request::new(ping()), path, codec)
         .await
         .unwrap();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     let mut stream = response.into_inner();
     let first = stream.message().await.unwrap().unwrap();
     assert_eq!(first.text, "attempt 1");
@@ -608,7 +608,7 @@ async fn a_hedged_unary_call_is_answered_by_the_hedge() {
     println!("hedged call answered in {took:?}");
     assert_eq!(response.get_ref().text, "attempt 2");
     assert!(took < Duration::from_secs(2), "{took:?}");
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.hedges(), 1);
     assert_eq!(
         echo.header("grpc-previous-rpc-attempts"),
@@ -648,7 +648,7 @@ async fn a_refused_connection_is_retried_until_the_server_is_up() {
         .build()
         .unwrap();
     let response = say(policy, addr).await.unwrap();
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     println!(
         "connection refused: answered after {} attempts",
         info.attempts()

@@ -262,7 +262,7 @@ async fn a_retry_delay_in_a_json_body_floors_the_retry() {
     let (response, calls, took) = through_body_reader(1).await;
     assert_eq!(response.status(), 200);
     assert_eq!(calls, 2);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.slept(), ms(1500));
     assert!(took >= ms(1500), "{took:?}");
 }

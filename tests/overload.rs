@@ -190,7 +190,11 @@ async fn a_retry_the_throttle_rejects_ends_the_call_with_the_last_response() {
         .unwrap();
     let client = RetryLayer::new(policy).layer(capacity_service(&server));
     let response = client.clone().oneshot(get()).await.unwrap();
-    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    let info = response
+        .extensions()
+        .get::<stagger::RetryInfo>()
+        .unwrap()
+        .clone();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(info.stop_reason(), Some(StopReason::Throttled));
     assert!(info.attempts() < 11, "{info:?}");
@@ -338,7 +342,11 @@ async fn flaky_host_after_a_dead_one(budget: stagger::RetryBudget) -> Option<Sto
     let mut spent = 0;
     for _ in 0..50 {
         let response = client.clone().oneshot(to("dead.test")).await.unwrap();
-        let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = response
+            .extensions()
+            .get::<stagger::RetryInfo>()
+            .unwrap()
+            .clone();
         if info.stop_reason() == Some(StopReason::Budget) {
             spent += 1;
         }
@@ -348,7 +356,11 @@ async fn flaky_host_after_a_dead_one(budget: stagger::RetryBudget) -> Option<Sto
         "the dead host's calls stopped on the budget {spent} times of 50"
     );
     let response = client.oneshot(to("flaky.test")).await.unwrap();
-    let info = *response.extensions().get::<stagger::RetryInfo>().unwrap();
+    let info = response
+        .extensions()
+        .get::<stagger::RetryInfo>()
+        .unwrap()
+        .clone();
     info.stop_reason()
 }
 
@@ -399,7 +411,11 @@ async fn a_dead_host_s_spent_floor_stays_spent_when_16384_other_hosts_come_and_g
     let client = RetryLayer::new(policy).layer(server);
     let get = |host: &str| Request::get(format!("http://{host}/")).body(()).unwrap();
     let stop = |response: &Response<()>| {
-        let info = response.extensions().get::<stagger::RetryInfo>().unwrap();
+        let info = response
+            .extensions()
+            .get::<stagger::RetryInfo>()
+            .unwrap()
+            .clone();
         (info.retries(), info.stop_reason())
     };
 

@@ -121,7 +121,7 @@ async fn call(
             match RetryLayer::new(policy).layer(server).oneshot(request).await {
                 Ok(response) => (
                     Some(response.status().as_u16()),
-                    *response.extensions().get::<RetryInfo>().unwrap(),
+                    response.extensions().get::<RetryInfo>().unwrap().clone(),
                 ),
                 Err(error) => (None, error.info()),
             }

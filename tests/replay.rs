@@ -110,7 +110,7 @@ async fn a_503_is_retried_with_the_identical_body(
     server: &MockServer,
 ) {
     assert_eq!(response.status(), StatusCode::OK);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.attempts(), 2);
     assert_eq!(response.text().await.unwrap(), "stored");
     assert_eq!(bodies_received(server).await, [whole(), whole()]);
@@ -122,7 +122,7 @@ async fn a_body_past_the_buffer_is_sent_once_and_its_503_returned_intact(
 ) {
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["x-reason"], "overloaded");
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.attempts(), 1);
     assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
     assert_eq!(response.text().await.unwrap(), "try later");
@@ -272,7 +272,7 @@ async fn put_through_layer(
 }
 
 fn attempts(response: &reqwest::Response) -> (u32, Option<StopReason>) {
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     (info.attempts(), info.stop_reason())
 }
 
@@ -420,7 +420,7 @@ async fn no_retry_is_reported_for_a_stream_past_the_buffer(
     let events = common::capture();
     let response = send(policy, format!("{}/upload", server.uri())).await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.attempts(), 1);
     assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
     assert_eq!(info.slept(), Duration::ZERO);
@@ -509,7 +509,12 @@ mod hyper_util_client {
         let response = send(&server, RetryPolicy::DEFAULT_REPLAY_BUFFER).await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
-            response.extensions().get::<RetryInfo>().unwrap().attempts(),
+            response
+                .extensions()
+                .get::<RetryInfo>()
+                .unwrap()
+                .clone()
+                .attempts(),
             2
         );
         assert_eq!(bodies_received(&server).await, [whole(), whole()]);
@@ -521,7 +526,7 @@ mod hyper_util_client {
         let response = send(&server, 1024).await;
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.body(), "try later");
-        let info = *response.extensions().get::<RetryInfo>().unwrap();
+        let info = response.extensions().get::<RetryInfo>().unwrap().clone();
         assert_eq!(info.stop_reason(), Some(StopReason::NotReplayable));
         assert_eq!(bodies_received(&server).await, [whole()]);
     }
@@ -549,7 +554,7 @@ mod hyper_util_client {
     }
 
     fn attempts<B>(response: &http::Response<B>) -> (u32, Option<StopReason>) {
-        let info = response.extensions().get::<RetryInfo>().unwrap();
+        let info = response.extensions().get::<RetryInfo>().unwrap().clone();
         (info.attempts(), info.stop_reason())
     }
 
@@ -607,7 +612,12 @@ mod hyper_util_client {
                 let forwarded = forwarded.body(ReplayBody::new(body)).unwrap();
                 let response = service.oneshot(forwarded).await.unwrap();
                 let (mut parts, body) = response.into_parts();
-                let attempts = parts.extensions.get::<RetryInfo>().unwrap().attempts();
+                let attempts = parts
+                    .extensions
+                    .get::<RetryInfo>()
+                    .unwrap()
+                    .clone()
+                    .attempts();
                 parts.headers.insert("x-attempts", attempts.into());
                 Ok::<_, Infallible>(http::Response::from_parts(parts, body))
             }

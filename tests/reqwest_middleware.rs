@@ -78,10 +78,11 @@ fn client(policy: RetryPolicyBuilder) -> ClientWithMiddleware {
 }
 
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
+    response
         .extensions()
         .get::<RetryInfo>()
         .expect("the final response carries RetryInfo")
+        .clone()
 }
 
 /// How many requests the server received for `route`.

@@ -30,7 +30,12 @@ async fn via_middleware(url: &str) -> (u16, u32) {
         .with(RetryMiddleware::new(policy()))
         .build();
     let response = client.get(url).send().await.unwrap();
-    let attempts = response.extensions().get::<RetryInfo>().unwrap().attempts();
+    let attempts = response
+        .extensions()
+        .get::<RetryInfo>()
+        .unwrap()
+        .clone()
+        .attempts();
     (response.status().as_u16(), attempts)
 }
 
@@ -41,7 +46,12 @@ async fn via_layer(url: &str) -> (u16, u32) {
         .service(reqwest::Client::new());
     let request = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
     let response = client.oneshot(request).await.unwrap();
-    let attempts = response.extensions().get::<RetryInfo>().unwrap().attempts();
+    let attempts = response
+        .extensions()
+        .get::<RetryInfo>()
+        .unwrap()
+        .clone()
+        .attempts();
     (response.status().as_u16(), attempts)
 }
 

@@ -85,10 +85,11 @@ fn delays(events: &Mutex<Vec<RetryEvent>>) -> Vec<Duration> {
 }
 
 fn info<B>(response: &Response<B>) -> RetryInfo {
-    *response
+    response
         .extensions()
         .get::<RetryInfo>()
         .expect("RetryInfo in the final response's extensions")
+        .clone()
 }
 
 /// When each attempt reached the server.

@@ -390,7 +390,7 @@ impl Caller {
                     match service.oneshot(request).await {
                         Ok(response) => {
                             let info = response.extensions().get::<RetryInfo>();
-                            let info = *info.expect("the layer's RetryInfo");
+                            let info = info.expect("the layer's RetryInfo").clone();
                             Outcome::stagger(Some(response.status()), info)
                         }
                         Err(error) => Outcome::stagger(None, error.info()),

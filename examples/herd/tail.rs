@@ -249,7 +249,7 @@ async fn simulate(row: &Row, scenario: &Scenario, hedge_after: Option<Duration>)
                     let ended = service.oneshot(get).await;
                     let (ok, info) = match ended {
                         Ok(response) => {
-                            let info = response.extensions().get::<RetryInfo>().copied();
+                            let info = response.extensions().get::<RetryInfo>().cloned();
                             (
                                 response.status() == StatusCode::OK,
                                 info.unwrap_or_default(),

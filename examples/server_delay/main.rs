@@ -108,7 +108,8 @@ fn report(what: &str, response: &reqwest::Response, start: Instant) {
     let info = response
         .extensions()
         .get::<RetryInfo>()
-        .expect("stagger's RetryInfo");
+        .expect("stagger's RetryInfo")
+        .clone();
     println!(
         "{what}: {} after {} attempt(s), {:?} asleep, {:.2?} in all",
         response.status(),

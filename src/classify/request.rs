@@ -341,7 +341,7 @@ impl fmt::Display for RequestView<'_> {
 /// #     let backoff = stagger::Backoff::fixed(std::time::Duration::from_millis(10));
 /// #     let policy = stagger::RetryPolicy::builder().backoff(backoff).build().unwrap();
 /// #     let response = stagger::RetryLayer::new(policy).layer(server).oneshot(request).await.unwrap();
-/// #     *response.extensions().get::<RetryInfo>().unwrap()
+/// #     response.extensions().get::<RetryInfo>().unwrap().clone()
 /// # }
 ///
 /// let post = http::Request::post("http://example.com/orders").body(()).unwrap();

@@ -84,7 +84,7 @@ async fn through_the_layer(method: Method, url: &str, chaos: &Chaos) -> Made {
     let request = reqwest::Request::new(method, url.parse().unwrap());
     match client.oneshot(request).await {
         Ok(response) => {
-            let info = *response.extensions().get::<RetryInfo>().unwrap();
+            let info = response.extensions().get::<RetryInfo>().unwrap().clone();
             made(&reasons, info, Some(response.status()))
         }
         Err(error) => made(&reasons, error.info(), None),

@@ -351,7 +351,12 @@ async fn beneath_the_retry_layer_each_attempt_meets_the_rules_and_above_it_the_c
     let response = client.oneshot(get("/")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
-        response.extensions().get::<RetryInfo>().unwrap().attempts(),
+        response
+            .extensions()
+            .get::<RetryInfo>()
+            .unwrap()
+            .clone()
+            .attempts(),
         3
     );
     assert_eq!(chaos.counts().calls(), 3);

@@ -380,10 +380,11 @@ impl Client {
 }
 
 pub fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
+    response
         .extensions()
         .get::<RetryInfo>()
         .expect("the final response carries RetryInfo")
+        .clone()
 }
 
 /// Records every retry a policy decides.

@@ -275,7 +275,11 @@ async fn a_shared_budget_limits_two_retry_layers_together() {
         })
     }
     fn info(response: &http::Response<()>) -> stagger::RetryInfo {
-        *response.extensions().get::<stagger::RetryInfo>().unwrap()
+        response
+            .extensions()
+            .get::<stagger::RetryInfo>()
+            .unwrap()
+            .clone()
     }
 
     let shared = budget_of_one();

@@ -75,7 +75,7 @@ async fn attempt_timeout_ends_at_the_head_and_a_slower_body_is_read_whole() {
     let response = send(attempt_timeout_200ms(), http::Method::GET, &url)
         .await
         .expect("the 200");
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     let body = response
         .into_body()
         .collect()
@@ -101,7 +101,7 @@ async fn a_503_received_before_the_deadline_is_returned_intact_when_it_passes() 
     took(start.elapsed(), ms(300), ms(300) + LATE);
 
     assert_eq!(response.status(), 503);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
     assert_eq!(info.attempts(), 2);
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -121,7 +121,12 @@ async fn an_attempt_past_its_timeout_is_dropped_and_a_get_retried() {
 
     assert_eq!(response.status(), 200);
     assert_eq!(
-        response.extensions().get::<RetryInfo>().unwrap().attempts(),
+        response
+            .extensions()
+            .get::<RetryInfo>()
+            .unwrap()
+            .clone()
+            .attempts(),
         2
     );
     assert_eq!(hits(&server).await, 2);

@@ -21,9 +21,10 @@ fn client(policy: RetryPolicy) -> ClientWithMiddleware {
 
 fn elapsed_error(error: &reqwest_middleware::Error) -> Elapsed {
     match error {
-        reqwest_middleware::Error::Middleware(e) => *e
+        reqwest_middleware::Error::Middleware(e) => e
             .downcast_ref::<Elapsed>()
-            .unwrap_or_else(|| panic!("a stagger::Elapsed: {e:?}")),
+            .unwrap_or_else(|| panic!("a stagger::Elapsed: {e:?}"))
+            .clone(),
         other => panic!("expected Error::Middleware(Elapsed), got {other:?}"),
     }
 }
@@ -73,7 +74,7 @@ async fn attempt_timeout_ends_at_the_head_and_a_slower_body_is_read_whole() {
 
     let start = Instant::now();
     let response = client.get(&url).send().await.expect("the 200");
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     let body = response.bytes().await.expect("the whole body");
 
     // The body took longer than the attempt's time limit.
@@ -98,7 +99,8 @@ async fn execute_with_extensions_gives_the_retry_info_of_a_failure() {
     assert!(result.is_err());
     let info = extensions
         .get::<RetryInfo>()
-        .expect("RetryInfo in the extensions");
+        .expect("RetryInfo in the extensions")
+        .clone();
     assert_eq!(info.attempts(), 1);
     assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
 }
@@ -113,7 +115,7 @@ async fn a_503_received_before_the_deadline_is_returned_intact_when_it_passes() 
     took(start.elapsed(), ms(300), ms(300) + LATE);
 
     assert_eq!(response.status(), 503);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
     assert_eq!(
         info.attempts(),
@@ -135,7 +137,7 @@ async fn an_attempt_past_its_timeout_is_dropped_and_a_get_retried() {
     took(start.elapsed(), ms(200), ms(600));
 
     assert_eq!(response.status(), 200);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.attempts(), 2);
     assert_eq!(info.stop_reason(), Some(StopReason::Success));
     assert_eq!(response.text().await.unwrap(), "ok");

@@ -72,7 +72,7 @@ fn grpc(status: Option<u32>, headers: &[(&'static str, &'static str)]) -> http::
 
 fn info(result: &Result<http::Response<String>, stagger::Error<std::io::Error>>) -> RetryInfo {
     match result {
-        Ok(response) => *response.extensions().get::<RetryInfo>().unwrap(),
+        Ok(response) => response.extensions().get::<RetryInfo>().unwrap().clone(),
         Err(error) => error.info(),
     }
 }
@@ -199,6 +199,7 @@ async fn a_delay_a_classifier_names_floors_the_retry_and_the_longer_of_it_and_a_
             .classifier(stagger::classify::from_fn(named_wait))
             .build()
             .unwrap()
+            .clone()
     };
     let (alone, calls) = send(policy(), "/a.B/C", |n| {
         Ok(match n {

@@ -156,7 +156,7 @@ async fn the_caller_s_deadline_ends_the_call_with_deadline_exceeded() {
     let response = result.unwrap();
     let message = response.headers()["grpc-message"].to_str().unwrap();
     assert_eq!(message, "deadline of 500ms passed after 3 attempts");
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.stop_reason(), Some(stagger::StopReason::Deadline));
     assert!(seen.iter().all(|a| a.grpc_timeout().unwrap() >= ms(1)));
     let sent: Vec<_> = seen
@@ -275,7 +275,7 @@ async fn a_transparent_retry_is_not_counted_in_grpc_previous_rpc_attempts() {
     assert_eq!(previous, [None, None, Some("1".to_owned())]);
     let response = result.unwrap();
     assert_eq!(response.headers()["grpc-previous-rpc-attempts"], "1");
-    let info = response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.transparent()), (3, 1));
 }
 

@@ -117,7 +117,7 @@ async fn send(
         }
     };
     let status = response.status();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     let body = response.text().await.unwrap();
     (status, body, info, took)
 }

@@ -64,7 +64,7 @@ async fn the_attempt_timeout_runs_from_the_first_attempt_of_a_race() {
         .await
         .unwrap();
     assert_eq!(start.elapsed(), ms(260));
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (3, 1));
     assert_eq!(calls.to("/"), 3);
 }
@@ -86,11 +86,11 @@ async fn no_hedge_is_sent_to_a_host_that_is_pausing() {
     let slow = tokio::spawn(service.clone().oneshot(get("/slow")));
     tokio::time::sleep(ms(10)).await;
     let limited = service.clone().oneshot(get("/limited")).await.unwrap();
-    let info = *limited.extensions().get::<RetryInfo>().unwrap();
+    let info = limited.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(info.stop_reason(), Some(StopReason::RetryAfterTooLong));
 
     let response = slow.await.unwrap().unwrap();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (1, 0));
     assert_eq!(calls.to("/slow"), 1);
 }
@@ -119,7 +119,7 @@ async fn no_hedge_is_sent_when_adaptive_throttling_rejects_it() {
     }
 
     let response = slow.await.unwrap().unwrap();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (1, 0));
     assert_eq!(calls.to("/slow"), 1);
 }
@@ -136,7 +136,7 @@ async fn a_call_has_at_most_two_attempts_in_flight() {
         .await
         .unwrap();
     assert_eq!(start.elapsed(), ms(1_000));
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (2, 1));
     assert_eq!((calls.to("/"), calls.most_in_flight()), (2, 2));
 }
@@ -158,7 +158,7 @@ async fn an_attempt_left_alone_after_a_failure_set_aside_is_not_hedged_again() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(start.elapsed(), ms(1_100));
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (2, 1));
     assert_eq!((calls.to("/"), calls.most_in_flight()), (2, 2));
 }

@@ -38,7 +38,7 @@ async fn race_then_retry(first: Answer, hedge: Answer) -> (RetryEvent, Duration)
         .unwrap();
     let took = start.elapsed();
     assert_eq!(response.status(), 200);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (3, 1));
     assert_eq!(calls.to("/"), 3);
     let [retry] = events.lock().unwrap()[..] else {

@@ -51,7 +51,7 @@ async fn a_failure_while_the_other_attempt_runs_is_set_aside_for_its_answer() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(start.elapsed(), Duration::from_millis(300));
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (2, 1));
     assert_eq!(*answered.lock().unwrap(), [1, 0]);
 }
@@ -71,7 +71,7 @@ async fn when_both_attempts_of_a_race_fail_the_call_retries_as_usual() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (3, 1));
 }
 
@@ -91,7 +91,7 @@ async fn a_retry_after_a_lost_race_is_hedged_while_within_max_retries() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (4, 2));
 }
 
@@ -104,7 +104,7 @@ async fn a_hedge_counts_towards_max_retries() {
         .oneshot(get())
         .await
         .unwrap();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (1, 0));
     assert_eq!(answered.lock().unwrap().len(), 1);
 }

@@ -40,7 +40,7 @@ async fn a_hedge_the_inner_service_cannot_take_is_neither_counted_nor_paid() {
     let start = tokio::time::Instant::now();
     let response = service.clone().oneshot(get("/slow")).await.unwrap();
     assert_eq!(start.elapsed(), ms(300));
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(
         (info.attempts(), info.hedges()),
         (1, 0),
@@ -50,7 +50,7 @@ async fn a_hedge_the_inner_service_cannot_take_is_neither_counted_nor_paid() {
 
     // The budget holds the deposits of both requests, two retries: the hedge withdrew nothing.
     let response = service.clone().oneshot(get("/flaky")).await.unwrap();
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!(
         (
             response.status().as_u16(),
@@ -87,7 +87,7 @@ async fn a_hedge_waits_for_the_inner_service_while_the_race_lasts() {
         ms(170),
         "the hedge's answer, 20 ms after it went"
     );
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (2, 1));
     assert_eq!(calls.to("/slow"), 2);
 }

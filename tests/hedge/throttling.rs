@@ -40,7 +40,7 @@ async fn throttled(k: f64, hedge: bool, calls: usize, failing: Option<usize>) ->
     let mut seen = Throttled::default();
     for call in 0..calls {
         let info = match service.clone().oneshot(get(&format!("/{call}"))).await {
-            Ok(response) => *response.extensions().get::<RetryInfo>().unwrap(),
+            Ok(response) => response.extensions().get::<RetryInfo>().unwrap().clone(),
             Err(error) => error.info(),
         };
         if info.stop_reason() == Some(StopReason::Throttled) {

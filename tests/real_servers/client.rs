@@ -80,15 +80,15 @@ impl Client {
                     .await;
                 // A response carries its RetryInfo; for an error, the request's extensions do.
                 let info = match &result {
-                    Ok(response) => response.extensions().get::<RetryInfo>().copied(),
-                    Err(_) => extensions.get::<RetryInfo>().copied(),
+                    Ok(response) => response.extensions().get::<RetryInfo>().cloned(),
+                    Err(_) => extensions.get::<RetryInfo>().cloned(),
                 };
                 (result.map_err(CallError::Middleware), info)
             }
             Retrying::Layer(service) => {
                 let result = service.clone().oneshot(request).await;
                 let info = match &result {
-                    Ok(response) => response.extensions().get::<RetryInfo>().copied(),
+                    Ok(response) => response.extensions().get::<RetryInfo>().cloned(),
                     Err(error) => Some(error.info()),
                 };
                 (result.map_err(CallError::Layer), info)
@@ -159,10 +159,10 @@ impl CallError {
     pub fn elapsed(&self) -> Option<Elapsed> {
         match self {
             Self::Middleware(reqwest_middleware::Error::Middleware(error)) => {
-                error.downcast_ref::<Elapsed>().copied()
+                error.downcast_ref::<Elapsed>().cloned()
             }
             Self::Middleware(reqwest_middleware::Error::Reqwest(_)) => None,
-            Self::Layer(error) => error.elapsed().copied(),
+            Self::Layer(error) => error.elapsed().cloned(),
         }
     }
 

@@ -32,10 +32,11 @@ async fn send(
 }
 
 fn info(response: &reqwest::Response) -> RetryInfo {
-    *response
+    response
         .extensions()
         .get::<RetryInfo>()
         .expect("RetryInfo in the final response's extensions")
+        .clone()
 }
 
 /// A port nothing listens on.

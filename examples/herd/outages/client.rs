@@ -97,7 +97,7 @@ impl Client {
                 *request.uri_mut() = uri;
                 let (ok, info) = match layer.layer(server).oneshot(request).await {
                     Ok(response) => {
-                        let info = response.extensions().get::<RetryInfo>().copied();
+                        let info = response.extensions().get::<RetryInfo>().cloned();
                         (
                             response.status() == StatusCode::OK,
                             info.unwrap_or_default(),

@@ -71,7 +71,7 @@ async fn a_hedge_wins_over_a_slow_attempt_which_is_cancelled_and_still_served() 
             (response, took)
         })
         .await;
-    let info = *response.extensions().get::<RetryInfo>().unwrap();
+    let info = response.extensions().get::<RetryInfo>().unwrap().clone();
     assert_eq!((info.attempts(), info.hedges()), (2, 1));
     // The hedge leaves at 10 ms and comes back with its own time, rounded up to the millisecond.
     let hedge_ms = hedge.out_ms + hedge.service.as_nanos().div_ceil(1_000_000) as u64;
