@@ -77,12 +77,9 @@ fn cooldown() -> RetryPolicy {
 
 /// The default policy and `RetryLayer`, over a sender to three replicas of the requests' host, each
 /// `inner`.
-fn replicas<S>(inner: S) -> impl Service<Request<Bytes>, Error: std::fmt::Debug> + Clone + 'static
-where
-    S: Service<Request<Bytes>, Error: std::fmt::Debug + 'static> + Clone + Send + Sync + 'static,
-    S::Future: 'static,
-    S::Response: stagger::adapter::HttpResponse + 'static,
-{
+fn replicas(
+    inner: Ok200,
+) -> impl Service<Request<Bytes>, Error: std::fmt::Debug> + Clone + 'static {
     let addrs = (2..=4).map(|n| std::net::SocketAddr::from(([127, 0, 0, n], 443)));
     let set = stagger::ReplicaSet::new("api.example.com", addrs).expect("a name");
     let policy = RetryPolicy::builder()
