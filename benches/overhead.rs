@@ -87,7 +87,7 @@ fn replicas(
         .build()
         .expect("a valid policy");
     RetryLayer::new(policy).layer(stagger::replicas::Replicas::new(set, move |_| {
-        inner.clone()
+        inner
     }))
 }
 
