@@ -86,9 +86,7 @@ fn replicas(
         .replicas(set.clone())
         .build()
         .expect("a valid policy");
-    RetryLayer::new(policy).layer(stagger::replicas::Replicas::new(set, move |_| {
-        inner
-    }))
+    RetryLayer::new(policy).layer(stagger::replicas::Replicas::new(set, move |_| inner))
 }
 
 fn reqwest_retry() -> Arc<dyn Middleware> {

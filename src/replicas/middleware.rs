@@ -1,4 +1,4 @@
-//! [`ReplicaMiddleware`]: reqwest-middleware's last middleware, sending each request through the
+//! `ReplicaMiddleware`: reqwest-middleware's last middleware, sending each request through the
 //! `reqwest::Client` of the replica it names (feature `reqwest-middleware`).
 
 use std::future::Future;
@@ -19,7 +19,7 @@ type MakeClient =
 
 /// The last middleware of a reqwest-middleware chain that reaches a [`ReplicaSet`]: it sends each
 /// request through a `reqwest::Client` of the replica in its extensions (the one
-/// [`RetryMiddleware`](crate::RetryMiddleware) placed the attempt on), pinned to that replica's
+/// `RetryMiddleware` placed the attempt on), pinned to that replica's
 /// address (`ClientBuilder::resolve`: the name stays the URL's, for TLS and `Host`; the port is the
 /// URL's), and not through the chain's own client, which it never calls.
 ///

@@ -13,13 +13,13 @@
 //! an attempt that timed out or a connect that failed included, and a retry goes to another.
 //!
 //! - [`Replicas`]: a tower service over a client per replica (`http::Request`s: hyper-util's
-//!   client, a tonic `Channel`, reqwest's `Client` through [`Replicas::reqwest`]), beneath
+//!   client, a tonic `Channel`, reqwest's `Client` through `Replicas::reqwest`), beneath
 //!   [`RetryLayer`](crate::RetryLayer).
-//! - [`ReplicaMiddleware`]: reqwest-middleware's last middleware, after
-//!   [`RetryMiddleware`](crate::RetryMiddleware), which sends through a `reqwest::Client` per
+//! - `ReplicaMiddleware`: reqwest-middleware's last middleware, after
+//!   `RetryMiddleware`, which sends through a `reqwest::Client` per
 //!   replica instead of the chain's own.
-//! - [`OneAddress`]: a resolver for hyper-util's `HttpConnector` that answers one address, and
-//!   [`grpc_channel`]: a tonic `Channel` whose connections go to one address.
+//! - `OneAddress`: a resolver for hyper-util's `HttpConnector` that answers one address, and
+//!   `grpc_channel`: a tonic `Channel` whose connections go to one address.
 //! - [`Discovery`]: the system resolver asked again on a period, a resolver of your own, or a stream
 //!   of [`ReplicaChange`]s, as tonic's `balance_channel` takes.
 //!

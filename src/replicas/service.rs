@@ -21,8 +21,8 @@ use crate::guards::replicas::Replica;
 ///
 /// `make` makes a replica's client from its address the first time it is sent to: a client
 /// pinned to that address that keeps the name for TLS and `Host` (hyper-util's client over an
-/// `HttpConnector` with [`OneAddress`](super::OneAddress); a tonic `Channel` from
-/// [`grpc_channel`](super::grpc_channel); reqwest's `Client` through [`Replicas::reqwest`]). A
+/// `HttpConnector` with `OneAddress`; a tonic `Channel` from
+/// `grpc_channel`; reqwest's `Client` through `Replicas::reqwest`). A
 /// replica that leaves the set has its client let go; its calls in flight end as they would have.
 /// Each request readies its replica's client itself (`oneshot`), so this service is always ready.
 ///
@@ -129,7 +129,7 @@ fn domain(name: &str) -> &str {
     }
 }
 
-/// One replica's `reqwest::Client` (see [`Replicas::reqwest`]), a tower service over
+/// One replica's `reqwest::Client` (see `Replicas::reqwest`), a tower service over
 /// `http::Request`s; or the error reqwest built it with.
 #[cfg(feature = "reqwest")]
 #[derive(Clone, Debug)]
