@@ -180,6 +180,16 @@ impl<'a> RequestView<'a> {
         }
     }
 
+    /// The target's authority as written (`host` or `host:port`), when the target is an absolute URI
+    /// (or a reqwest `Url` with no user or password): a cheap first look before the host is parsed.
+    pub(crate) fn authority(&self) -> Option<&'a str> {
+        match self.target {
+            Target::Uri(uri) => uri.authority().map(http::uri::Authority::as_str),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => Some(url.authority()).filter(|a| !a.contains('@')),
+        }
+    }
+
     /// The `Host` header, split into its host and port, for a target without an authority.
     fn host_header(&self) -> Option<(&'a str, Option<u16>)> {
         let value = self.headers?.get(http::header::HOST)?.to_str().ok()?;

@@ -88,6 +88,21 @@ impl Guards {
         self.replicas.iter().find(|set| set.host() == host)
     }
 
+    /// The host of `view`, and its replica set if the policy has one: a target written as a set's
+    /// name is that set's without its host being parsed or hashed.
+    pub(crate) fn host_and_set(
+        &self,
+        view: &RequestView<'_>,
+    ) -> Option<(Host, Option<&ReplicaSet>)> {
+        if let Some(authority) = view.authority()
+            && let Some(set) = self.replicas.iter().find(|set| set.written_as(authority))
+        {
+            return Some((set.host(), Some(set)));
+        }
+        let host = Host::of(view)?;
+        Some((host, self.replica_set(host)))
+    }
+
     pub(crate) fn budget(&self) -> Option<&RetryBudget> {
         self.budget.as_ref()
     }
@@ -424,7 +439,9 @@ impl RetryState {
         if self.holdings.partition.is_some() {
             return;
         }
+        // The host is read only for a budget kept per host: reading it parses the request's target.
         if let Some(partition) = (self.policy.shared.guards.budget.as_ref())
+            .filter(|budget| budget.per_host())
             .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
             partition.deposit();

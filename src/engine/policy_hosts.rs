@@ -147,17 +147,31 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let Some((view, (host, set))) =
+            request.and_then(|view| Some((view, shared.guards.host_and_set(view)?)))
+        else {
             return Ok(None);
         };
-        let set = shared.guards.replica_set(place.host);
+        let armed = shared.guards.hosts().filter(|hosts| hosts.is_armed());
+        if let Some(set) = set
+            && armed.is_none()
+            && !self.held_for_host()
+        {
+            // Nothing is known of any host or replica: the cheaper of two, at once, and no clock
+            // read.
+            let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
+            self.place_attempt(None, set, (Place::name(host), view), &mut tickets);
+            if let Some(delays) = &mut self.delays {
+                delays.hosts = tickets;
+            }
+            return Ok(None);
+        }
+        let place = match set {
+            Some(_) => Place::name(host),
+            None => Place::at(host, view),
+        };
         let now = Instant::now();
         let Some(hosts) = shared.guards.hosts() else {
-            // No breaker and no cooldown: the replica is the cheaper of two, and goes at once.
-            if let Some(set) = set {
-                let mut tickets = Tickets::default();
-                self.place_attempt(None, set, (place, view), now, &mut tickets);
-            }
             return Ok(None);
         };
         self.end_held_wait(now);
@@ -165,10 +179,9 @@ impl RetryState {
         let probes = tickets.down.map(|ticket| ticket.is_probe());
         let deadline = self.max_elapsed().is_some();
         let admission = match set {
-            Some(set) => self.place_attempt(Some(hosts), set, (place, view), now, &mut tickets),
+            Some(set) => self.place_attempt(Some((hosts, now)), set, (place, view), &mut tickets),
             None => hosts.admit(place, now, &mut tickets, deadline),
         };
-        let placed = self.placed(request).unwrap_or(place);
         if self.delays.is_some() || tickets != Tickets::default() {
             // The tickets the request goes or waits with, to be shown with its answer.
             Schedules::of(&mut self.delays, shared).hosts = tickets;
@@ -236,6 +249,7 @@ impl RetryState {
                             Admission::Down(next) => next,
                             _ => Some(left),
                         };
+                        let placed = self.placed(request).unwrap_or(place);
                         let route = tickets
                             .down
                             .filter(|ticket| Some(ticket.key) == placed.route)

@@ -68,13 +68,14 @@ impl RetryState {
     /// it was placed on, if it was.
     pub(super) fn placed(&self, request: Option<&RequestView<'_>>) -> Option<Place> {
         let view = request?;
-        let place = Place::of(view)?;
         Some(match self.replica_for(false) {
             Some(replica) => {
+                let (host, _) = self.policy.shared.guards.host_and_set(view)?;
                 let member = replica.member();
-                place.on_replica(member.key(), member.addr(), view.path().unwrap_or("/"))
+                let path = view.path().unwrap_or("/");
+                Place::name(host).on_replica(member.key(), member.addr(), path)
             }
-            None => place,
+            None => Place::at(Host::of(view)?, view),
         })
     }
 
@@ -84,10 +85,9 @@ impl RetryState {
     /// adapter to send it there ([`replica_for`](Self::replica_for)).
     pub(super) fn place_attempt(
         &mut self,
-        hosts: Option<&HostStates>,
+        hosts: Option<(&HostStates, Instant)>,
         set: &ReplicaSet,
         (place, view): (Place, &RequestView<'_>),
-        now: Instant,
         tickets: &mut HostTickets,
     ) -> Admission {
         let first = self.attempts == 0;
@@ -112,8 +112,11 @@ impl RetryState {
             first,
         };
         let (admission, chosen) = match hosts {
-            Some(hosts) => hosts.admit_replica(place, &placing, now, tickets, deadline),
-            None => (Admission::Go, placing.spread(|_| true)),
+            Some((hosts, now)) => hosts.admit_replica(place, &placing, now, tickets, deadline),
+            None => {
+                tickets.slot = None;
+                (Admission::Go, placing.spread(|_| true))
+            }
         };
         calls.current = chosen.map(|i| Replica::new(Arc::clone(&members[i])));
         admission
@@ -129,7 +132,7 @@ impl RetryState {
         };
         let policy = self.policy.clone();
         let shared = &*policy.shared;
-        let Some(set) = Host::of(view).and_then(|host| shared.guards.replica_set(host)) else {
+        let Some((_, Some(set))) = shared.guards.host_and_set(view) else {
             return true;
         };
         let members = set.members();
@@ -161,7 +164,8 @@ impl RetryState {
     pub(super) fn replicas_fail_fast(&self, request: Option<&RequestView<'_>>) -> Option<bool> {
         let view = request?;
         let guards = &self.policy.shared.guards;
-        let set = guards.replica_set(Host::of(view)?)?;
+        let (_, set) = guards.host_and_set(view)?;
+        let set = set?;
         let hosts = guards.hosts()?;
         Some(hosts.replicas_fail_fast(&set.members(), view.path().unwrap_or("/"), Instant::now()))
     }
@@ -209,7 +213,10 @@ impl RetryState {
     /// for a call to a name without a replica set.
     pub(super) fn replicas_reached(&self) -> Option<Arc<[SocketAddr]>> {
         let trail = &self.delays.as_ref()?.replicas.trail;
-        if trail.is_empty() {
+        if let Some(only) = trail.only() {
+            return Some(only.reached());
+        }
+        if trail.len() == 0 {
             return None;
         }
         Some(trail.iter().map(Replica::addr).collect())

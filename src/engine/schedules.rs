@@ -50,11 +50,41 @@ pub(super) struct CallReplicas {
     /// The replica of the hedge racing it.
     pub(super) hedge: Option<Replica>,
     /// The replica of every attempt that ended, in the order they ended.
-    pub(super) trail: Vec<Replica>,
+    pub(super) trail: Trail,
     /// Where in `trail` the attempts of the race in flight begin: those before it, back to the
     /// previous race's start, are the last attempt's.
     pub(super) race_start: usize,
     pub(super) last_start: usize,
+}
+
+/// The replicas a call's attempts reached: the first inline, so that a call answered at once
+/// allocates nothing for it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Trail {
+    first: Option<Replica>,
+    rest: Vec<Replica>,
+}
+
+impl Trail {
+    pub(super) fn push(&mut self, replica: Replica) {
+        match self.first {
+            None => self.first = Some(replica),
+            Some(_) => self.rest.push(replica),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Replica> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    /// The only replica, when there is one.
+    pub(super) fn only(&self) -> Option<&Replica> {
+        self.first.as_ref().filter(|_| self.rest.is_empty())
+    }
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race

@@ -73,6 +73,8 @@ pub(crate) struct Member {
     in_flight: AtomicU32,
     /// The smoothed latency of its answers, in nanoseconds; 0 before the first.
     latency: AtomicU64,
+    /// Its address alone, what a call that reached it alone reports, shared rather than made per call.
+    alone: Arc<[SocketAddr]>,
 }
 
 /// The replica an attempt goes to: what the retry layer puts in the attempt's request (its
@@ -199,6 +201,7 @@ impl ReplicaSet {
             slot: self.inner.next_slot.fetch_add(1, Ordering::Relaxed),
             in_flight: AtomicU32::new(0),
             latency: AtomicU64::new(0),
+            alone: Arc::from([addr]),
         })
     }
 
@@ -221,6 +224,12 @@ impl ReplicaSet {
     /// The name's key in the hosts' table.
     pub(crate) fn host(&self) -> Host {
         self.inner.host
+    }
+
+    /// Whether `authority`, as a request's target writes it, is the set's name as written (any
+    /// case): what most requests to the set are, told without parsing or hashing their host.
+    pub(crate) fn written_as(&self, authority: &str) -> bool {
+        authority.eq_ignore_ascii_case(&self.inner.name)
     }
 
     /// The replicas now.
@@ -386,6 +395,11 @@ impl Replica {
 
     pub(crate) fn member(&self) -> &Arc<Member> {
         &self.member
+    }
+
+    /// Its address alone, for a call whose only attempt reached it.
+    pub(crate) fn reached(&self) -> Arc<[SocketAddr]> {
+        Arc::clone(&self.member.alone)
     }
 }
 

@@ -100,13 +100,28 @@ pub(crate) struct Place {
 impl Place {
     /// The place of `request`, if it names a host.
     pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
-        let host = Host::of(request)?;
-        Some(Self {
+        Some(Self::at(Host::of(request)?, request))
+    }
+
+    /// The place of `request`, whose host is `host`.
+    pub(crate) fn at(host: Host, request: &RequestView<'_>) -> Self {
+        Self {
             host,
             health: host,
             route: Some(host.route(request.path().unwrap_or("/"))),
             replica: None,
-        })
+        }
+    }
+
+    /// A name with replicas, before its request is placed on one: its entry keeps the cooldown;
+    /// each replica's health and routes are the replica's.
+    pub(crate) const fn name(host: Host) -> Self {
+        Self {
+            host,
+            health: host,
+            route: None,
+            replica: None,
+        }
     }
 
     /// The same request, sent to one of its host's replicas: its health and its route are the
