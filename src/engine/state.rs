@@ -481,6 +481,7 @@ impl RetryState {
     }
 
     /// When the deadline passes, starting its clock if it has not started.
+    #[cfg(feature = "tower")]
     pub(crate) fn deadline(&mut self) -> Option<Instant> {
         let max = self.max_elapsed()?;
         self.started
