@@ -73,6 +73,7 @@ fn main() -> ExitCode {
         sync limit_req::with_host_cooldown_every_call_ends_200_within_its_deadline [Nginx];
         multi_thread packet_loss::with_10_percent_of_packets_lost_no_post_without_a_key_reaches_nginx_twice [Nginx, Netns];
         sync replicas::one_bad_replica_of_three_is_avoided_while_the_others_serve [Netns];
+        sync replicas::two_of_three_bad_and_a_1_s_restart_cost_no_call [Netns];
         async resets::a_connection_closed_before_the_response_head_is_retried_for_a_get_and_not_for_a_post [Nginx];
         async resets::a_connection_cut_mid_body_hands_back_the_200_after_one_attempt_and_its_body_read_fails [Nginx];
         async restart::gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_the_defaults [Nginx];

@@ -162,8 +162,15 @@ async fn call<S>(service: S) -> Ended
 where
     S: Service<Request<()>, Response = Response<()>, Error = Error>,
 {
+    send(service, Request::get(URI).body(()).unwrap()).await
+}
+
+/// `request` through `service`.
+async fn send<S>(service: S, request: Request<()>) -> Ended
+where
+    S: Service<Request<()>, Response = Response<()>, Error = Error>,
+{
     let at = Instant::now();
-    let request = Request::get(URI).body(()).unwrap();
     let (ok, info) = match service.oneshot(request).await {
         Ok(response) => (
             response.status() == StatusCode::OK,
@@ -446,4 +453,46 @@ async fn a_set_with_no_replica_fails_as_a_refused_connection() {
 fn a_client_without_a_replica_set_reaches_no_replica() {
     let info = RetryInfo::default();
     assert!(info.replicas().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_never_probes_a_replica_found_down_hanging_and_so_no_probe_costs_a_call() {
+    for bad in [Mode::Hangs, Mode::Refuses] {
+        let (fleet, set) = (Fleet::default(), set());
+        fleet.set(4, bad);
+        let policy = policy(&set).build().unwrap();
+        let service = stack(&fleet, &set, policy.clone());
+        let mut tasks = Vec::new();
+        // Found down when its fifth attempt in a row has failed: POSTs, which p2c sends it one at
+        // a time once one hangs (its attempt in flight weighs it down), take 2.5 s to find it.
+        let mut down_at = None;
+        for _ in 0..5000 {
+            let down = matches!(policy.replica_state(NAME, addr(4)), HostState::Down { .. });
+            if down && down_at.is_none() {
+                down_at = Some(Instant::now());
+            }
+            let post = Request::post(URI).body(()).unwrap();
+            tasks.push(tokio::spawn(send(service.clone(), post)));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let mut ended = Vec::new();
+        for task in tasks {
+            ended.push(task.await.unwrap());
+        }
+        let down_at = down_at.expect("found down");
+        let after: Vec<&Ended> = ended.iter().filter(|e| e.at >= down_at).collect();
+        let failed = after.iter().filter(|e| !e.ok).count();
+        assert!(
+            after.len() > 2000,
+            "{bad:?}: found down late, at {down_at:?}"
+        );
+        assert_eq!(failed, 0, "{bad:?}: no call fails once it is found down");
+        let reached = fleet.reached(4, down_at);
+        match bad {
+            // Its probe would hang, and a POST that timed out is not sent again: none probes it.
+            Mode::Hangs => assert_eq!(reached, 0, "no POST probes a hanging replica"),
+            // A refused connect is retried for a POST too: POSTs probe it, one per delay.
+            _ => assert!((1..=12).contains(&reached), "{reached} probes"),
+        }
+    }
 }

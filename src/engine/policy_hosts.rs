@@ -501,7 +501,8 @@ impl RetryState {
 fn evidence(attempt: &Attempt) -> Evidence {
     let speaks = attempt.retry_after.is_some() || attempt.throttled;
     match attempt.outcome.reason() {
-        Some(Reason::Connect | Reason::Timeout | Reason::ConnectionClosed) => Evidence::HostFailed,
+        Some(Reason::Timeout) => Evidence::HostTimedOut,
+        Some(Reason::Connect | Reason::ConnectionClosed) => Evidence::HostFailed,
         Some(Reason::Status(status)) if matches!(status.as_u16(), 502..=504) && !speaks => {
             Evidence::RouteFailed
         }

@@ -91,6 +91,8 @@ impl RetryState {
         tickets: &mut HostTickets,
     ) -> Admission {
         let first = self.attempts == 0;
+        // A probe that hangs ends as a timeout, retried only for a request safe to send again.
+        let idempotent = self.is_idempotent(view) || !self.policy.shared.settings.idempotency;
         let deadline = self.max_elapsed().is_some();
         let policy = self.policy.clone();
         let calls = &mut Schedules::of(&mut self.delays, &policy.shared).replicas;
@@ -110,6 +112,7 @@ impl RetryState {
             tried: &tried,
             last,
             first,
+            idempotent,
         };
         let (admission, chosen) = match hosts {
             Some((hosts, now)) => hosts.admit_replica(place, &placing, now, tickets, deadline),
@@ -153,6 +156,7 @@ impl RetryState {
             tried: &tried,
             last: &racing,
             first: false,
+            idempotent: false,
         };
         let chosen = placing.spread(|i| up[i]);
         calls.hedge = chosen.map(|i| Replica::new(Arc::clone(&members[i])));

@@ -62,7 +62,18 @@ pub enum Bad {
     Slow,
 }
 
-/// How a replica answers what reaches it: 0 healthy, 1 `503`, 2 slow.
+/// What a run does to the replicas once they have served a healthy second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// .3 turns bad this way for the rest of the run.
+    One(Bad),
+    /// .2 refuses and .3 answers `503`.
+    TwoBad,
+    /// .3 refuses for 1 s (its connections reset), then serves again: a restart.
+    Restart,
+}
+
+/// How a replica answers what reaches it: 0 healthy, 1 `503` (gRPC `UNAVAILABLE`), 2 slow.
 #[derive(Clone, Default)]
 struct Servers {
     port: u16,
@@ -71,8 +82,8 @@ struct Servers {
 }
 
 impl Servers {
-    /// The three servers, on one free port.
-    async fn start() -> Self {
+    /// The three servers, on one free port: HTTP/1.1, or gRPC (`grpc`).
+    async fn start(grpc: bool) -> Self {
         let first = TcpListener::bind((Ipv4Addr::new(127, 0, 0, 2), 0))
             .await
             .unwrap();
@@ -81,14 +92,40 @@ impl Servers {
             port,
             ..Self::default()
         };
-        servers.serve(2, first);
+        let serve = |n, listener| {
+            #[cfg(feature = "tonic")]
+            if grpc {
+                return servers.serve_grpc(n, listener);
+            }
+            assert!(!grpc, "gRPC needs the feature tonic");
+            servers.serve(n, listener)
+        };
+        serve(2, first);
         for n in [3, 4] {
             let listener = TcpListener::bind((Ipv4Addr::new(127, 0, 0, n), port))
                 .await
                 .unwrap();
-            servers.serve(n, listener);
+            serve(n, listener);
         }
         servers
+    }
+
+    /// Serves `test.Replica/Say` on `listener` as replica `n`.
+    #[cfg(feature = "tonic")]
+    fn serve_grpc(&self, n: u8, listener: TcpListener) {
+        let count = Arc::new(AtomicUsize::new(0));
+        self.counts.lock().unwrap().insert(n, Arc::clone(&count));
+        let replica = grpc::Replica {
+            n,
+            modes: Arc::clone(&self.modes),
+            count,
+        };
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(replica)
+                .serve_with_incoming(incoming),
+        );
     }
 
     fn serve(&self, n: u8, listener: TcpListener) {
@@ -142,12 +179,16 @@ pub enum Adapter {
     Middleware,
     TowerReqwest,
     HyperUtil,
+    #[cfg(feature = "tonic")]
+    Tonic,
 }
 
-const ADAPTERS: [Adapter; 3] = [
+const ADAPTERS: &[Adapter] = &[
     Adapter::Middleware,
     Adapter::TowerReqwest,
     Adapter::HyperUtil,
+    #[cfg(feature = "tonic")]
+    Adapter::Tonic,
 ];
 
 /// How a call ended: whether it got its `200`, how long it took, the replicas it reached.
@@ -159,8 +200,21 @@ struct Ended {
 
 type Caller = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = Ended>>>>;
 
-fn policy(set: &ReplicaSet) -> RetryPolicy {
-    RetryPolicy::builder()
+fn policy(set: &ReplicaSet, idempotent: bool) -> RetryPolicy {
+    let builder = RetryPolicy::builder();
+    // A gRPC call is a POST: only a method marked so is retried after an ambiguous failure (a
+    // connection reset under it, a timeout).
+    #[cfg(feature = "tonic")]
+    let builder = match idempotent {
+        true => builder.grpc_method(
+            "/test.Replica/Say",
+            stagger::classify::GrpcMethod::idempotent(),
+        ),
+        false => builder,
+    };
+    #[cfg(not(feature = "tonic"))]
+    let _ = idempotent;
+    builder
         .replicas(set.clone())
         .attempt_timeout(ms(500))
         .max_elapsed(Duration::from_secs(5))
@@ -169,10 +223,10 @@ fn policy(set: &ReplicaSet) -> RetryPolicy {
 }
 
 /// A caller through `adapter` to the servers' set, and the policy it runs under.
-fn caller(adapter: Adapter, servers: &Servers) -> (Caller, RetryPolicy) {
+fn caller(adapter: Adapter, servers: &Servers, idempotent: bool) -> (Caller, RetryPolicy) {
     let name = format!("{NAME}:{}", servers.port);
     let set = ReplicaSet::new(&name, (2..=4).map(|n| servers.addr(n))).unwrap();
-    let policy = policy(&set);
+    let policy = policy(&set, idempotent);
     let uri = format!("http://{name}/items");
     let caller: Caller = match adapter {
         Adapter::Middleware => {
@@ -250,8 +304,144 @@ fn caller(adapter: Adapter, servers: &Servers) -> (Caller, RetryPolicy) {
                 })
             })
         }
+        #[cfg(feature = "tonic")]
+        Adapter::Tonic => {
+            let endpoint =
+                tonic::transport::Endpoint::from_shared(format!("http://{name}")).unwrap();
+            let sender = Replicas::new(set, move |addr| {
+                stagger::replicas::grpc_channel(&endpoint, addr)
+            });
+            let service = RetryLayer::grpc(policy.clone()).layer(sender);
+            // The client names the host (`with_origin`): a client made with `new` sends a path
+            // alone, which names no host, and so no replica set (docs/grpc.md, "Hosts").
+            let origin: http::Uri = uri.parse::<http::Uri>().unwrap();
+            let origin: http::Uri = format!("http://{}", origin.authority().unwrap())
+                .parse()
+                .unwrap();
+            Rc::new(move || {
+                let (service, origin) = (service.clone(), origin.clone());
+                Box::pin(async move {
+                    let start = Instant::now();
+                    let (ok, replicas) = grpc::say(service, origin).await;
+                    Ended {
+                        ok,
+                        took: start.elapsed(),
+                        replicas,
+                    }
+                })
+            })
+        }
     };
     (caller, policy)
+}
+
+/// The gRPC replica: `test.Replica/Say`, unary, its messages written by hand (no protoc).
+#[cfg(feature = "tonic")]
+mod grpc {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::net::SocketAddr;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use http::uri::PathAndQuery;
+    use stagger::RetryInfo;
+    use tonic::Status;
+    use tonic::body::Body;
+    use tonic_prost::ProstCodec;
+    use tower::Service;
+
+    use super::{ANSWER, SLOW};
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Ping {
+        #[prost(string, tag = "1")]
+        text: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Pong {
+        #[prost(string, tag = "1")]
+        text: String,
+    }
+
+    #[derive(Clone)]
+    pub struct Replica {
+        pub n: u8,
+        pub modes: Arc<Mutex<HashMap<u8, u8>>>,
+        pub count: Arc<AtomicUsize>,
+    }
+
+    impl tonic::server::NamedService for Replica {
+        const NAME: &'static str = "test.Replica";
+    }
+
+    impl Service<http::Request<Body>> for Replica {
+        type Response = http::Response<Body>;
+        type Error = Infallible;
+        type Future =
+            Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+            self.count.fetch_add(1, Ordering::Relaxed);
+            let mode = self
+                .modes
+                .lock()
+                .unwrap()
+                .get(&self.n)
+                .copied()
+                .unwrap_or(0);
+            Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(ProstCodec::<Pong, Ping>::default());
+                let say = tower::service_fn(move |_: tonic::Request<Ping>| async move {
+                    match mode {
+                        1 => return Err(Status::unavailable("a backend is gone")),
+                        2 => tokio::time::sleep(SLOW).await,
+                        _ => tokio::time::sleep(ANSWER).await,
+                    }
+                    Ok(tonic::Response::new(Pong { text: "ok".into() }))
+                });
+                Ok(grpc.unary(say, request).await)
+            })
+        }
+    }
+
+    /// One call of `Say` through `service`: whether it got its answer, and the replicas it reached.
+    pub async fn say<S>(service: S, origin: http::Uri) -> (bool, Vec<SocketAddr>)
+    where
+        S: tonic::client::GrpcService<Body>,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S::ResponseBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        <S::ResponseBody as http_body::Body>::Error:
+            Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+    {
+        let mut client = tonic::client::Grpc::with_origin(service, origin);
+        if client.ready().await.is_err() {
+            return (false, Vec::new());
+        }
+        let codec = ProstCodec::<Ping, Pong>::default();
+        let request = tonic::Request::new(Ping {
+            text: "hello".into(),
+        });
+        let path = PathAndQuery::from_static("/test.Replica/Say");
+        match client.unary(request, path, codec).await {
+            Ok(response) => {
+                let info = response.extensions().get::<RetryInfo>().cloned();
+                (
+                    true,
+                    info.map(|i| i.replicas().to_vec()).unwrap_or_default(),
+                )
+            }
+            Err(_) => (false, Vec::new()),
+        }
+    }
 }
 
 /// Calls through `caller`, one every `RATE_EVERY` for `span`, each in a task of its own.
@@ -283,9 +473,9 @@ pub struct Figures {
 }
 
 impl Figures {
-    fn line(&self, bad: Bad, adapter: Adapter) -> String {
+    fn line(&self, scenario: Scenario, adapter: Adapter) -> String {
         format!(
-            "{bad:?} / {adapter:?}: {} of {} ok ({:.2} %), p99 {:?} (all healthy {:?}), {} attempts reached the bad replica of a fair {}, {} retries back to the replica that failed, its state {:?}",
+            "{scenario:?} / {adapter:?}: {} of {} ok ({:.2} %), p99 {:?} (all healthy {:?}), {} attempts reached the bad replica of a fair {}, {} retries back to the replica that failed, its state {:?}",
             self.ok,
             self.calls,
             100.0 * self.ok as f64 / self.calls.max(1) as f64,
@@ -320,57 +510,89 @@ fn in_namespace<T: Send + 'static>(
     .expect("the namespace's thread")
 }
 
-/// One run: `adapter`'s calls, with .3 turning `bad` after a healthy second.
-async fn run(netns: Arc<Netns>, bad: Bad, adapter: Adapter) -> Figures {
-    let servers = Servers::start().await;
-    let (caller, policy) = caller(adapter, &servers);
+/// iptables rules that make replica `ip` refuse (`REJECT` with a reset) or drop what reaches it on
+/// `port`: its SYNs, counted (the attempts that reach it), and the packets of the connections the
+/// clients already have to it, which a dead replica does not answer either.
+fn rules(netns: &Netns, verb: &str, ip: &str, port: u16, action: &[&str]) {
+    let port = port.to_string();
+    // `-I` puts each rule at the top: the SYNs' rule goes last, to be first in the chain.
+    for syn in [false, true] {
+        let mut args = vec![verb, "INPUT", "-p", "tcp", "-d", ip, "--dport", &port];
+        if syn {
+            args.push("--syn");
+        }
+        args.push("-j");
+        args.extend_from_slice(action);
+        netns.iptables(&args);
+    }
+}
+
+const REFUSE: &[&str] = &["REJECT", "--reject-with", "tcp-reset"];
+const DROP: &[&str] = &["DROP"];
+
+/// One run: `adapter`'s calls through a healthy second, then what `scenario` does.
+async fn run(netns: Arc<Netns>, scenario: Scenario, adapter: Adapter) -> Figures {
+    #[cfg(feature = "tonic")]
+    let grpc = adapter == Adapter::Tonic;
+    #[cfg(not(feature = "tonic"))]
+    let grpc = false;
+    let servers = Servers::start(grpc).await;
+    // A restart resets the calls in flight to the replica: a gRPC method that is not marked
+    // idempotent is not sent again after one (A6), and that call fails, as it must.
+    let (caller, policy) = caller(adapter, &servers, scenario == Scenario::Restart);
     // The first calls make each replica's client and connections: not what a healthy set costs.
     drive(&caller, WARM).await;
     let healthy = drive(&caller, HEALTHY).await;
     let healthy_p99 = quantile(&healthy.iter().map(|e| e.took).collect::<Vec<_>>(), 0.99);
-    let port = servers.port.to_string();
-    // Two rules: the SYNs, counted (the attempts that reach the replica), and the packets of the
-    // connections the clients already have to it, which a dead replica does not answer either.
-    let rule = |syn: bool, action: &[&str]| -> Vec<String> {
-        let mut rule = vec!["-p", "tcp", "-d", "127.0.0.3", "--dport", &port];
-        if syn {
-            rule.push("--syn");
-        }
-        rule.push("-j");
-        rule.extend_from_slice(action);
-        rule.into_iter().map(str::to_owned).collect()
-    };
-    let action: &[&str] = match bad {
-        Bad::Refuses => &["REJECT", "--reject-with", "tcp-reset"],
-        Bad::DropsSyns => &["DROP"],
-        Bad::Unavailable | Bad::Slow => &[],
-    };
-    let insert = |verb: &str| {
-        // The SYNs' rule first in the chain: `-I` puts each at the top, so it goes last.
-        for syn in [false, true] {
-            let mut args = vec![verb.to_owned(), "INPUT".to_owned()];
-            args.extend(rule(syn, action));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            netns.iptables(&args);
-        }
-    };
-    match bad {
-        Bad::Refuses | Bad::DropsSyns => insert("-I"),
-        Bad::Unavailable => servers.set_mode(3, 1),
-        Bad::Slow => servers.set_mode(3, 2),
-    }
+    let port = servers.port;
     let syns = || netns.packets("INPUT").first().map_or(0, |(_, n)| *n);
-    drive(&caller, DETECT).await;
-    let (syns_before, requests_before) = (syns(), servers.requests(3));
-    let measured = drive(&caller, MEASURED).await;
-    let reached_bad = match bad {
-        Bad::Refuses | Bad::DropsSyns => syns() - syns_before,
-        Bad::Unavailable | Bad::Slow => (servers.requests(3) - requests_before) as u64,
+    let (syns_before, requests_before, measured) = match scenario {
+        Scenario::One(bad) => {
+            match bad {
+                Bad::Refuses => rules(&netns, "-I", "127.0.0.3", port, REFUSE),
+                Bad::DropsSyns => rules(&netns, "-I", "127.0.0.3", port, DROP),
+                Bad::Unavailable => servers.set_mode(3, 1),
+                Bad::Slow => servers.set_mode(3, 2),
+            }
+            drive(&caller, DETECT).await;
+            let before = (syns(), servers.requests(3));
+            (before.0, before.1, drive(&caller, MEASURED).await)
+        }
+        Scenario::TwoBad => {
+            rules(&netns, "-I", "127.0.0.2", port, REFUSE);
+            servers.set_mode(3, 1);
+            drive(&caller, DETECT).await;
+            let before = (syns(), servers.requests(3));
+            (before.0, before.1, drive(&caller, MEASURED).await)
+        }
+        Scenario::Restart => {
+            let before = (syns(), servers.requests(3));
+            let restart = {
+                let netns = Arc::clone(&netns);
+                tokio::task::spawn_local(async move {
+                    rules(&netns, "-I", "127.0.0.3", port, REFUSE);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    rules(&netns, "-D", "127.0.0.3", port, REFUSE);
+                })
+            };
+            let measured = drive(&caller, MEASURED).await;
+            restart.await.unwrap();
+            (before.0, before.1, measured)
+        }
     };
-    let bad_state = policy.replica_state(&format!("{NAME}:{}", servers.port), servers.addr(3));
-    match bad {
-        Bad::Refuses | Bad::DropsSyns => insert("-D"),
-        _ => servers.set_mode(3, 0),
+    let reached_bad = match scenario {
+        Scenario::One(Bad::Refuses | Bad::DropsSyns) | Scenario::Restart => syns() - syns_before,
+        Scenario::TwoBad => syns() - syns_before + (servers.requests(3) - requests_before) as u64,
+        Scenario::One(Bad::Unavailable | Bad::Slow) => {
+            (servers.requests(3) - requests_before) as u64
+        }
+    };
+    let bad_state = policy.replica_state(&format!("{NAME}:{port}"), servers.addr(3));
+    match scenario {
+        Scenario::One(Bad::Refuses) => rules(&netns, "-D", "127.0.0.3", port, REFUSE),
+        Scenario::One(Bad::DropsSyns) => rules(&netns, "-D", "127.0.0.3", port, DROP),
+        Scenario::TwoBad => rules(&netns, "-D", "127.0.0.2", port, REFUSE),
+        _ => {}
     }
     let took: Vec<Duration> = measured.iter().map(|e| e.took).collect();
     Figures {
@@ -393,10 +615,11 @@ pub fn one_bad_replica_of_three_is_avoided_while_the_others_serve() {
     let netns = Arc::new(Netns::create());
     let mut failed = Vec::new();
     for bad in [Bad::Refuses, Bad::DropsSyns, Bad::Unavailable, Bad::Slow] {
-        for adapter in ADAPTERS {
+        for &adapter in ADAPTERS {
             let ns = Arc::clone(&netns);
-            let figures = in_namespace(&netns, move || Box::pin(run(ns, bad, adapter)));
-            let line = figures.line(bad, adapter);
+            let scenario = Scenario::One(bad);
+            let figures = in_namespace(&netns, move || Box::pin(run(ns, scenario, adapter)));
+            let line = figures.line(scenario, adapter);
             println!("{line}");
             let success = figures.ok as f64 / figures.calls.max(1) as f64;
             if success < 0.999 || figures.back_to_failed > 0 {
@@ -420,6 +643,31 @@ pub fn one_bad_replica_of_three_is_avoided_while_the_others_serve() {
                     "NOT MET"
                 },
             );
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Two of three replicas bad (.2 refusing, .3 answering `503`), and a replica restarting for 1 s,
+/// through each adapter: every call succeeds.
+pub fn two_of_three_bad_and_a_1_s_restart_cost_no_call() {
+    let netns = Arc::new(Netns::create());
+    let mut failed = Vec::new();
+    for scenario in [Scenario::TwoBad, Scenario::Restart] {
+        for &adapter in ADAPTERS {
+            let ns = Arc::clone(&netns);
+            let figures = in_namespace(&netns, move || Box::pin(run(ns, scenario, adapter)));
+            let line = figures.line(scenario, adapter);
+            println!("{line}");
+            let goal = match scenario {
+                // Two of three bad: the calls flow through the third.
+                Scenario::TwoBad => figures.ok * 1000 >= figures.calls * 999,
+                // A restart of 1 s: no call fails.
+                _ => figures.ok == figures.calls,
+            };
+            if !goal || figures.back_to_failed > 0 {
+                failed.push(line);
+            }
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");

@@ -159,9 +159,11 @@ pub(crate) enum Evidence {
     /// The host answered that what stands behind it failed: a `502`, `503` or `504` (gRPC
     /// `UNAVAILABLE`) naming no delay. The route's failure, and the host's answer.
     RouteFailed,
-    /// No answer: refused, reset, not resolved, timed out by the policy's own limit. The host's
-    /// failure.
+    /// No answer: refused, reset, not resolved. The host's failure.
     HostFailed,
+    /// No answer within the policy's own limit: the host's failure, one whose request may have
+    /// reached it.
+    HostTimedOut,
     /// No answer yet, long past what the host takes to answer: the host's failure, unless its answer
     /// still comes.
     HostSilent,
@@ -176,6 +178,7 @@ impl Evidence {
             (Self::RouteFailed, Some(route)) => (Health::Gateway(route), Health::Failed),
             (Self::RouteFailed, None) => (Health::Failed, Health::Nothing),
             (Self::HostFailed, _) => (Health::Failed, Health::Nothing),
+            (Self::HostTimedOut, _) => (Health::TimedOut, Health::Nothing),
             (Self::HostSilent, _) => (Health::Silent, Health::Nothing),
         }
     }
@@ -184,7 +187,7 @@ impl Evidence {
     fn fails(self) -> bool {
         matches!(
             self,
-            Self::RouteFailed | Self::HostFailed | Self::HostSilent
+            Self::RouteFailed | Self::HostFailed | Self::HostTimedOut | Self::HostSilent
         )
     }
 }
@@ -735,7 +738,10 @@ impl HostStates {
 
 /// Whether a health can put an entry into the table.
 fn host_health_fails(health: Health) -> bool {
-    matches!(health, Health::Failed | Health::Silent | Health::Gateway(_))
+    matches!(
+        health,
+        Health::Failed | Health::TimedOut | Health::Silent | Health::Gateway(_)
+    )
 }
 
 /// The request's ticket, if it is of the entry `key`: a request holds one, of the last entry it met

@@ -5,7 +5,9 @@
 //!
 //! An attempt goes, in this order: as the probe of a down replica whose probe is due, if it is a
 //! call's first attempt (a retry never probes while a replica is up, so that no call meets two bad
-//! replicas in a row for a probe); else to a replica that is up, the cheaper of two drawn among
+//! replicas in a row for a probe) and, for a replica found down by attempts that hung, of a request
+//! safe to send again (a probe that hangs ends as a timeout, which a `POST` does not retry: a probe
+//! costs no call); else to a replica that is up, the cheaper of two drawn among
 //! those the call has not tried, or, when it has tried them all, among those its last attempt did
 //! not go to, or else among all that are up; else, every replica down, as the probe of one whose
 //! probe is due; else it is held for (or refused by) the replica whose probe comes first.
@@ -32,8 +34,13 @@ pub(crate) struct Placing<'a> {
     pub(crate) tried: &'a [Host],
     /// The replicas of its last attempt (and of the hedge that raced it).
     pub(crate) last: &'a [Host],
-    /// Whether this is the call's first attempt.
+    /// Whether this is the call's first attempt: only a first attempt probes while another replica
+    /// is up.
     pub(crate) first: bool,
+    /// Whether the request may be sent again whatever its attempt's end (it is idempotent): only
+    /// such a request probes a replica found down by attempts that hung, so that a probe that hangs
+    /// costs no call.
+    pub(crate) idempotent: bool,
 }
 
 impl Placing<'_> {
@@ -80,13 +87,17 @@ impl HostStates {
                 .collect();
             let up = |i: usize| standings[i] == Standing::Up;
             let any_up = (0..members.len()).any(up);
-            let due = |i: usize| standings[i] == Standing::ProbeDue;
-            let probe = (placing.first || !any_up)
-                .then(|| {
-                    let untried = |i: usize| due(i) && !placing.tried.contains(&members[i].key());
-                    (0..members.len()).find(|&i| untried(i))
-                })
-                .flatten();
+            let due = |i: usize| matches!(standings[i], Standing::ProbeDue { .. });
+            // While another replica is up, a probe is a first attempt, and one that may hang is
+            // sent only by a request whose retry its timeout would not refuse.
+            let safe = |i: usize| {
+                !any_up
+                    || placing.first
+                        && (placing.idempotent
+                            || standings[i] == Standing::ProbeDue { hangs: false })
+            };
+            let probe = (0..members.len())
+                .find(|&i| due(i) && safe(i) && !placing.tried.contains(&members[i].key()));
             let down_soonest = || {
                 (0..members.len()).min_by_key(|&i| match standings[i] {
                     Standing::Down(Some(wake)) => wake,
