@@ -229,7 +229,8 @@ impl ReplicaSet {
     /// Whether `authority`, as a request's target writes it, is the set's name as written (any
     /// case): what most requests to the set are, told without parsing or hashing their host.
     pub(crate) fn written_as(&self, authority: &str) -> bool {
-        authority.eq_ignore_ascii_case(&self.inner.name)
+        // Byte for byte first: most requests write the name as the set does.
+        authority == &*self.inner.name || authority.eq_ignore_ascii_case(&self.inner.name)
     }
 
     /// The replicas now.
