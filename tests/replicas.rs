@@ -496,3 +496,107 @@ async fn a_post_never_probes_a_replica_found_down_hanging_and_so_no_probe_costs_
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resolver_asked_on_a_period_keeps_the_set_current_and_a_bad_answer_leaves_it() {
+    let set = ReplicaSet::new(NAME, [addr(2)]).unwrap();
+    // A resolver of one's own: each answer in turn, then the last again.
+    let answers = Arc::new(Mutex::new(vec![
+        Ok(vec![addr(2), addr(3)]),
+        Ok(vec![]),
+        Err(io::Error::other("resolver down")),
+        Ok(vec![addr(3), addr(4)]),
+    ]));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let discovery = {
+        let (answers, asked) = (Arc::clone(&answers), Arc::clone(&asked));
+        set.refresh_with(Duration::from_secs(10), move |name| {
+            asked.lock().unwrap().push(name);
+            let mut answers = answers.lock().unwrap();
+            let answer = if answers.len() > 1 {
+                answers.remove(0)
+            } else {
+                answers[0]
+                    .as_ref()
+                    .map(Clone::clone)
+                    .map_err(|e| io::Error::other(e.to_string()))
+            };
+            async move { answer }
+        })
+    };
+    let settle = || tokio::time::sleep(Duration::from_millis(1));
+    settle().await;
+    assert_eq!(set.addrs(), [addr(2), addr(3)], "asked at once");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    settle().await;
+    assert_eq!(
+        set.addrs(),
+        [addr(2), addr(3)],
+        "an empty answer leaves the set"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    settle().await;
+    assert_eq!(set.addrs(), [addr(2), addr(3)], "an error leaves the set");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    settle().await;
+    assert_eq!(set.addrs(), [addr(3), addr(4)]);
+    assert_eq!(
+        asked.lock().unwrap()[0],
+        NAME,
+        "the resolver is given the name and port"
+    );
+    drop(discovery);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(asked.lock().unwrap().len(), 4, "stopped with its handle");
+}
+
+#[tokio::test]
+async fn the_system_resolver_fills_a_set_from_its_name() {
+    let set = ReplicaSet::new("localhost:8080", []).unwrap();
+    let _discovery = set.refresh_every(Duration::from_secs(60));
+    // The first answer comes from getaddrinfo on a blocking thread: waited for, within 5 s.
+    let start = std::time::Instant::now();
+    while set.is_empty() && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 8080));
+    let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 8080));
+    let addrs = set.addrs();
+    assert!(
+        addrs.contains(&loopback) || addrs.contains(&v6),
+        "{addrs:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_of_changes_adds_and_removes_replicas_while_calls_run() {
+    let (fleet, set) = (Fleet::default(), ReplicaSet::new(NAME, [addr(2)]).unwrap());
+    let policy = policy(&set).build().unwrap();
+    let service = stack(&fleet, &set, policy);
+    let (sender, receiver) = futures::channel::mpsc::unbounded();
+    let discovery = set.follow(receiver);
+    sender
+        .unbounded_send(stagger::ReplicaChange::Insert(addr(3)))
+        .unwrap();
+    sender
+        .unbounded_send(stagger::ReplicaChange::Insert(addr(4)))
+        .unwrap();
+    let since = Instant::now();
+    let ended = drive(&service, 300, Duration::from_millis(1)).await;
+    assert_eq!(successes(&ended), 300);
+    assert!(fleet.reached(3, since) > 30 && fleet.reached(4, since) > 30);
+    sender
+        .unbounded_send(stagger::ReplicaChange::Remove(addr(2)))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let since = Instant::now();
+    let ended = drive(&service, 300, Duration::from_millis(1)).await;
+    assert_eq!(successes(&ended), 300);
+    assert_eq!(fleet.reached(2, since), 0);
+    drop(sender);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(
+        discovery.is_finished(),
+        "the stream ended, and so did its task"
+    );
+}
