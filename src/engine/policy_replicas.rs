@@ -215,7 +215,7 @@ impl RetryState {
 
     /// The addresses of the replicas the call's attempts reached, in the order they ended; `None`
     /// for a call to a name without a replica set.
-    pub(super) fn replicas_reached(&self) -> Option<Arc<[SocketAddr]>> {
+    pub(super) fn replicas_reached(&self) -> Option<Arc<Vec<SocketAddr>>> {
         let trail = &self.delays.as_ref()?.replicas.trail;
         if let Some(only) = trail.only() {
             return Some(only.reached());
@@ -223,6 +223,6 @@ impl RetryState {
         if trail.len() == 0 {
             return None;
         }
-        Some(trail.iter().map(Replica::addr).collect())
+        Some(Arc::new(trail.iter().map(Replica::addr).collect()))
     }
 }

@@ -74,7 +74,7 @@ pub(crate) struct Member {
     /// The smoothed latency of its answers, in nanoseconds; 0 before the first.
     latency: AtomicU64,
     /// Its address alone, what a call that reached it alone reports, shared rather than made per call.
-    alone: Arc<[SocketAddr]>,
+    alone: Arc<Vec<SocketAddr>>,
 }
 
 /// The replica an attempt goes to: what the retry layer puts in the attempt's request (its
@@ -201,7 +201,7 @@ impl ReplicaSet {
             slot: self.inner.next_slot.fetch_add(1, Ordering::Relaxed),
             in_flight: AtomicU32::new(0),
             latency: AtomicU64::new(0),
-            alone: Arc::from([addr]),
+            alone: Arc::new(vec![addr]),
         })
     }
 
@@ -399,7 +399,7 @@ impl Replica {
     }
 
     /// Its address alone, for a call whose only attempt reached it.
-    pub(crate) fn reached(&self) -> Arc<[SocketAddr]> {
+    pub(crate) fn reached(&self) -> Arc<Vec<SocketAddr>> {
         Arc::clone(&self.member.alone)
     }
 }
