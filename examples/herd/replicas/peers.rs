@@ -53,11 +53,14 @@ type Endpoint = PendingRequests<
     CompleteOnResponse,
 >;
 
+/// tower's p2c balancer over the replicas' endpoints.
+type Balancer = Balance<ServiceList<Vec<Endpoint>>, Request<()>>;
+
 /// tower's balancer over the replicas, each behind tower-resilience's outlier detection; shared by
 /// every clone (tower's `Balance` is not `Clone`; one thread drives it).
 #[derive(Clone)]
 pub(crate) struct Balanced {
-    balance: Rc<RefCell<Balance<ServiceList<Vec<Endpoint>>, Request<()>>>>,
+    balance: Rc<RefCell<Balancer>>,
 }
 
 fn five_hundreds(result: &Result<Response<()>, BoxError>) -> bool {
