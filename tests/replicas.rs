@@ -600,3 +600,18 @@ async fn a_stream_of_changes_adds_and_removes_replicas_while_calls_run() {
         "the stream ended, and so did its task"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_name_marked_down_by_hand_sends_to_none_of_its_replicas_until_marked_up() {
+    let (fleet, set) = (Fleet::default(), set());
+    let policy = policy(&set).build().unwrap();
+    let service = stack(&fleet, &set, policy.clone());
+    assert!(policy.mark_down(NAME));
+    let since = Instant::now();
+    let ended = call(service.clone()).await;
+    assert!(!ended.ok);
+    assert_eq!(ended.info.stop_reason(), Some(StopReason::HostDown));
+    assert_eq!((2..=4).map(|n| fleet.reached(n, since)).sum::<usize>(), 0);
+    assert!(policy.mark_up(NAME));
+    assert!(call(service).await.ok);
+}

@@ -75,6 +75,16 @@ impl HostStates {
         let Table {
             hosts, latest, ids, ..
         } = &mut *table;
+        // The name itself is down only when marked so by hand (its replicas take the evidence):
+        // then nothing goes to any of them.
+        if self.breaker.is_some()
+            && let Some(entry) = live(hosts, latest, name.host, now)
+            && let Some(admission) =
+                (entry.health).admit(name.host, now, &mut tickets.down, deadline, || next_id(ids))
+        {
+            extend_to(latest, entry.ends());
+            return (admission, None);
+        }
         let chosen = if self.breaker.is_some() {
             let standings: Vec<Standing> = (members.iter())
                 .map(|member| {
