@@ -615,3 +615,20 @@ async fn a_name_marked_down_by_hand_sends_to_none_of_its_replicas_until_marked_u
     assert!(policy.mark_up(NAME));
     assert!(call(service).await.ok);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_first_attempt_probed_a_down_replica_retries_at_once_on_another() {
+    let (fleet, set) = (Fleet::default(), set());
+    fleet.set(3, Mode::Refuses);
+    let policy = policy(&set).build().unwrap();
+    let service = stack(&fleet, &set, policy.clone());
+    let ended = drive(&service, 4000, Duration::from_millis(1)).await;
+    let after = &ended[1000..];
+    assert_eq!(successes(after), after.len());
+    // Some calls went as the probes (one per 0.5 to 1 s), were refused, and retried at once: no
+    // call after detection waits a backoff's delay (full jitter from 100 ms).
+    let probes = fleet.reached(3, after[0].at);
+    assert!(probes >= 2, "{probes} probes");
+    let slowest = after.iter().map(|e| e.took).max().unwrap();
+    assert!(slowest <= Duration::from_millis(5), "{slowest:?}");
+}

@@ -394,7 +394,7 @@ impl RetryState {
             attempt.signal = crate::attempt::HostSignal::Nothing;
             self.record_hosts(&attempt, request);
         }
-        self.replica_judged();
+        self.replica_judged(false);
     }
 
     /// Whether a retry to `request`'s host would fail fast, the host (or the request's route) being
@@ -418,8 +418,9 @@ impl RetryState {
     /// health, when the policy keeps them, and whether the backend accepted it, for adaptive
     /// throttling. An attempt cut by a limit of the caller's own says nothing of the backend.
     pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        let probing = self.probing_replica();
         self.record_hosts(attempt, request);
-        self.replica_judged();
+        self.replica_judged(probing);
         if self.cut_by_caller {
             return;
         }

@@ -174,13 +174,31 @@ impl RetryState {
         Some(hosts.replicas_fail_fast(&set.members(), view.path().unwrap_or("/"), Instant::now()))
     }
 
-    /// The attempt in flight was judged: its replica is one the call reached.
-    pub(super) fn replica_judged(&mut self) {
-        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas)
-            && let Some(replica) = calls.current.take()
-        {
-            calls.trail.push(replica);
+    /// Whether the attempt in flight went to its replica as the probe of the replica (or of its
+    /// route), down: asked before its answer is recorded, which ends the probe. A ticket's probe
+    /// is the attempt's own: it is taken when the attempt is placed, and ended by its answer.
+    pub(super) fn probing_replica(&self) -> bool {
+        let Some(delays) = &self.delays else {
+            return false;
+        };
+        delays.replicas.current.is_some() && delays.hosts.down.is_some_and(|t| t.is_probe())
+    }
+
+    /// The attempt in flight was judged (`probing`: as a down replica's probe): its replica is one
+    /// the call reached.
+    pub(super) fn replica_judged(&mut self, probing: bool) {
+        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas) {
+            calls.requeue = probing;
+            if let Some(replica) = calls.current.take() {
+                calls.trail.push(replica);
+            }
         }
+    }
+
+    /// Whether the retry being decided follows a failed probe of a down replica: then it goes at
+    /// once, to a replica that is up.
+    pub(super) fn requeue(&self) -> bool {
+        self.delays.as_ref().is_some_and(|d| d.replicas.requeue)
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]

@@ -55,6 +55,9 @@ pub(super) struct CallReplicas {
     /// previous race's start, are the last attempt's.
     pub(super) race_start: usize,
     pub(super) last_start: usize,
+    /// The attempt just judged went to a down replica as its probe: its retry, on a replica that
+    /// is up, goes at once (the call pays nothing for the breaker's probing).
+    pub(super) requeue: bool,
 }
 
 /// The replicas a call's attempts reached: the first inline, so that a call answered at once
