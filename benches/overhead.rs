@@ -76,6 +76,20 @@ fn cooldown() -> RetryPolicy {
         .expect("a valid policy")
 }
 
+/// The default policy and `RetryLayer`, over a sender to three replicas of the requests' host, each
+/// `inner`.
+fn replicas(
+    inner: Ok200,
+) -> impl Service<Request<Bytes>, Error: std::fmt::Debug> + Clone + 'static {
+    let addrs = (2..=4).map(|n| std::net::SocketAddr::from(([127, 0, 0, n], 443)));
+    let set = stagger::ReplicaSet::new("api.example.com", addrs).expect("a name");
+    let policy = RetryPolicy::builder()
+        .replicas(set.clone())
+        .build()
+        .expect("a valid policy");
+    RetryLayer::new(policy).layer(stagger::replicas::Replicas::new(set, move |_| inner))
+}
+
 fn reqwest_retry() -> Arc<dyn Middleware> {
     Arc::new(RetryTransientMiddleware::new_with_policy(
         ExponentialBackoff::builder().build_with_max_retries(3),
@@ -206,6 +220,9 @@ fn retry_variants() -> Vec<(&'static str, Variant)> {
             "tower/stagger",
             tower_variant(RetryLayer::new(RetryPolicy::default()).layer(ok)),
         ),
+        // The same, its name a set of three replicas, each an `Ok200` of its own: what placing each
+        // attempt on a replica costs (the choice, the replica in the request, the sender's table).
+        ("tower/stagger_replicas", tower_variant(replicas(ok))),
         (
             "tower/stagger_no_budget",
             tower_variant(RetryLayer::new(no_budget()).layer(ok)),

@@ -119,7 +119,7 @@ fn pieces(c: &mut Criterion) {
     group.bench_function("response_new_insert_info_and_drop", |b| {
         b.iter(|| {
             let mut response = Response::new(Bytes::new());
-            response.extensions_mut().insert(black_box(info));
+            response.extensions_mut().insert(black_box(info.clone()));
             drop(black_box(response));
         });
     });

@@ -165,7 +165,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         match result {
             Ok(response) => {
                 // A call answered at its first attempt carries no RetryInfo.
-                let info = response.extensions().get::<RetryInfo>().copied();
+                let info = response.extensions().get::<RetryInfo>().cloned();
                 let info = info.unwrap_or(RetryInfo::FIRST_SUCCESS);
                 let (attempts, hedges) = (info.attempts(), info.hedges());
                 println!(

@@ -198,10 +198,10 @@ impl RetryReport {
     /// # }
     /// ```
     pub fn get(&self) -> Option<RetryInfo> {
-        *self
-            .0
+        self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     fn set(&self, info: RetryInfo) {
@@ -306,6 +306,10 @@ async fn run<'n>(
         // request's, made before the first attempt borrows them.
         let mut hedge: Hedge<Trip<'n>, (Extensions, Next<'n>)> =
             Hedge::new(call.retry(), || (extensions.clone(), next.clone()));
+        // For the sender beneath: the replica it goes to, when its name has replicas.
+        if let Some(replica) = NextAttempt::new(call.retry()).replica() {
+            extensions.insert(replica);
+        }
         let mut sending = send(next.clone(), request, extensions, None);
         loop {
             let answered = poll_fn(|cx| {
@@ -314,10 +318,16 @@ async fn run<'n>(
                     replay: &HttpReplay,
                     // The rest of the chain takes any request at any time.
                     ready: |_: &mut Context<'_>, _: &mut (Extensions, Next<'n>)| Poll::Ready(true),
-                    send: |request, (extensions, next): &mut (Extensions, Next<'n>), resend| {
+                    send: |request,
+                           (extensions, next): &mut (Extensions, Next<'n>),
+                           resend,
+                           replica| {
                         let mut extensions = extensions.clone();
                         if let Some(count) = resend {
                             extensions.insert(count);
+                        }
+                        if let Some(replica) = replica {
+                            extensions.insert(replica);
                         }
                         let next = next.clone();
                         let span = attempt_span(&request, resend);
@@ -347,9 +357,13 @@ async fn run<'n>(
             match call.begin_retry(&HttpReplay, &mut held) {
                 Ok(retry) => {
                     // For the middlewares after this one: which resend it is.
-                    let resend = NextAttempt::new(call.retry()).resend_count();
+                    let next_attempt = NextAttempt::new(call.retry());
+                    let resend = next_attempt.resend_count();
                     if let Some(count) = resend {
                         extensions.insert(count);
+                    }
+                    if let Some(replica) = next_attempt.replica() {
+                        extensions.insert(replica);
                     }
                     sending = send(next.clone(), retry, extensions, resend);
                 }
@@ -361,6 +375,10 @@ async fn run<'n>(
         // The caller's extensions as they were given: the count was for the chain below.
         extensions.remove::<ResendCount>();
     }
+    if !call.retry().policy().replica_sets().is_empty() {
+        // So was the replica.
+        extensions.remove::<crate::Replica>();
+    }
     let mut result = result;
     let info = match &mut result {
         Ok(response) => {
@@ -368,19 +386,21 @@ async fn run<'n>(
             // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
             if info.worth_reporting() {
                 <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
-                    response, info,
+                    response,
+                    info.clone(),
                 );
                 // The browser's response has no extensions: the request's take the info.
                 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-                extensions.insert(info);
+                extensions.insert(info.clone());
             }
             info
         }
         Err(error) => {
             // A response carries its own; the request's extensions get it only for an error, since
             // an empty extensions map costs an allocation to insert into.
-            extensions.insert(error.info());
-            error.info()
+            let info = error.info();
+            extensions.insert(info.clone());
+            info
         }
     };
     if let Some(report) = extensions.get::<RetryReport>() {
@@ -389,7 +409,7 @@ async fn run<'n>(
     result.map_err(|error| match error.split() {
         Ok(inner) => inner,
         Err(other) => match (other.elapsed(), other.rejected()) {
-            (Some(elapsed), _) => reqwest_middleware::Error::middleware(*elapsed),
+            (Some(elapsed), _) => reqwest_middleware::Error::middleware(elapsed.clone()),
             (_, Some(rejected)) => reqwest_middleware::Error::middleware(rejected.clone()),
             (None, None) => reqwest_middleware::Error::middleware(other),
         },

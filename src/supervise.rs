@@ -176,6 +176,7 @@ impl<E: fmt::Debug + 'static> fmt::Display for Shown<'_, E> {
 /// The error of a supervision that reached its restart limit, with the last run's error if it failed.
 fn gave_up<E>(state: &RestartState, ended: Result<(), E>) -> Error<E> {
     let info = RetryInfo {
+        replicas: None,
         attempts: state.runs(),
         transparent: 0,
         slept: state.slept(),

@@ -6,7 +6,9 @@
 //!   cooldown;
 //! - nginx closing connections unanswered (`return 444`), and streaming bodies answered 503;
 //! - a network namespace that drops SYNs, and one that loses 10 % of the packets it receives;
-//! - the breaker through outages of 20 s: nginx answering 502, SYNs dropped, a port refusing.
+//! - the breaker through outages of 20 s: nginx answering 502, SYNs dropped, a port refusing;
+//! - three replicas behind one name on 127.0.0.2 to .4, one of them refusing, dropping SYNs,
+//!   answering 503 or slow (`stagger::ReplicaSet`).
 //!
 //! nginx runs as a child of the test with a configuration of its own, on a free port, and its access
 //! log says what the server saw. The namespaces need root, iproute2 and iptables. Without nginx, or
@@ -37,6 +39,8 @@ mod hung_upstream;
 mod limit_req;
 #[path = "real_servers/packet_loss.rs"]
 mod packet_loss;
+#[path = "real_servers/replicas.rs"]
+mod replicas;
 #[path = "real_servers/resets.rs"]
 mod resets;
 #[path = "real_servers/restart.rs"]
@@ -68,6 +72,8 @@ fn main() -> ExitCode {
         sync limit_req::host_cooldown_draws_fewer_429s_than_no_cooldown [Nginx];
         sync limit_req::with_host_cooldown_every_call_ends_200_within_its_deadline [Nginx];
         multi_thread packet_loss::with_10_percent_of_packets_lost_no_post_without_a_key_reaches_nginx_twice [Nginx, Netns];
+        sync replicas::one_bad_replica_of_three_is_avoided_while_the_others_serve [Netns];
+        sync replicas::two_of_three_bad_and_a_1_s_restart_cost_no_call [Netns];
         async resets::a_connection_closed_before_the_response_head_is_retried_for_a_get_and_not_for_a_post [Nginx];
         async resets::a_connection_cut_mid_body_hands_back_the_200_after_one_attempt_and_its_body_read_fails [Nginx];
         async restart::gets_staggered_across_a_1_s_backend_restart_behind_nginx_end_200_with_the_defaults [Nginx];

@@ -28,7 +28,9 @@ pub(crate) const USAGE: &str =
                      which answers 502 for 0.5 to 5 s), restart (N supervised workers lose
                      their database for 30 s), dead-host (one policy, N calls/s, a host that
                      refuses connections or drops SYNs for 60 s, or restarts in 1 s, and
-                     circuit breakers), or all (default)
+                     circuit breakers), replicas (one policy, N calls/s, a name with three
+                     replicas, one of them refusing, dropping SYNs, answering 503 or slow for
+                     60 s), or all (default)
   --peer-rng         the peers' jitter from their crates' own generators (reqwest-retry's
                      rand::rng(), tower's RandomState), as in production: those rows then differ
                      from run to run
@@ -46,6 +48,7 @@ pub(crate) enum Scenarios {
     Outages,
     Restart,
     DeadHost,
+    Replicas,
 }
 
 impl Scenarios {
@@ -75,6 +78,10 @@ impl Scenarios {
 
     pub(crate) fn dead_host(self) -> bool {
         matches!(self, Self::All | Self::DeadHost)
+    }
+
+    pub(crate) fn replicas(self) -> bool {
+        matches!(self, Self::All | Self::Replicas)
     }
 }
 
@@ -128,6 +135,7 @@ impl Args {
                     scenarios = match value("--scenario")?.as_str() {
                         "all" => Scenarios::All,
                         "outage" => Scenarios::Outage,
+                        "replicas" => Scenarios::Replicas,
                         "ratelimit" => Scenarios::RateLimit,
                         "metastable" => Scenarios::Metastable,
                         "tail" => Scenarios::Tail,

@@ -57,8 +57,13 @@
 //! Microsoft.Extensions.Http.Resilience and resilience4j; its tables give the attempts that reach
 //! the host while it is down, the callers' latency and success, and the time to recover once it is
 //! back, and its chart, `herd-dead-host.svg`, the attempts reaching the host over time.
-//! `--scenario outage`, `ratelimit`, `metastable`, `tail`, `outages`, `restart` or `dead-host` runs
-//! one of them; all run by default.
+//! A ninth is replicas behind one name (`replicas.rs`): one process sends 1 000 calls/s through one
+//! policy to a name with three replicas, one of which refuses, drops SYNs, answers `503` or answers
+//! ten times slower for 60 s; its rows are stagger without and with the replica set,
+//! tower-resilience's outlier detection over tower's balancer, and Envoy's defaults modelled, and
+//! its chart, `herd-replicas.svg`, the attempts reaching the bad replica over time.
+//! `--scenario outage`, `ratelimit`, `metastable`, `tail`, `outages`, `restart`, `dead-host` or
+//! `replicas` runs one of them; all run by default.
 //!
 //! ```text
 //! cargo run --release --all-features --example herd                   # charts in target/herd/
@@ -82,6 +87,7 @@ mod peers;
 mod ratelimit;
 #[cfg(feature = "reqwest-middleware")]
 mod real;
+mod replicas;
 mod report;
 mod restart;
 mod server;
@@ -158,6 +164,12 @@ fn main() {
             println!();
         }
         dead_host::run(&args);
+    }
+    if args.scenarios.replicas() {
+        if args.scenarios != args::Scenarios::Replicas {
+            println!();
+        }
+        replicas::run(&args);
     }
 
     let wall = wall.elapsed();

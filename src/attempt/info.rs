@@ -2,6 +2,8 @@
 //! stopped ([`StopReason`]).
 
 use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a request's retries stopped; recorded in [`RetryInfo`].
@@ -163,7 +165,7 @@ impl fmt::Display for StopReason {
 /// # #[cfg(not(feature = "tower"))]
 /// # fn main() {}
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RetryInfo {
     pub(crate) attempts: u32,
     pub(crate) transparent: u32,
@@ -171,6 +173,9 @@ pub struct RetryInfo {
     pub(crate) cooldown: Duration,
     pub(crate) hedges: u32,
     pub(crate) stop: Option<StopReason>,
+    /// The replicas the attempts reached, for a call to a name with a replica set.
+    /// A thin pointer: the field costs every `RetryInfo` 8 bytes, set or not.
+    pub(crate) replicas: Option<Arc<Vec<SocketAddr>>>,
 }
 
 impl RetryInfo {
@@ -291,6 +296,19 @@ impl RetryInfo {
         self.hedges
     }
 
+    /// The addresses of the replicas the call's attempts reached, in the order the attempts ended
+    /// (a replica once per attempt), for a call to a name with a
+    /// [`ReplicaSet`](crate::ReplicaSet); empty for any other call, and for one that sent nothing.
+    ///
+    /// ```
+    /// use stagger::RetryInfo;
+    ///
+    /// assert!(RetryInfo::default().replicas().is_empty());
+    /// ```
+    pub fn replicas(&self) -> &[SocketAddr] {
+        self.replicas.as_deref().map_or(&[], Vec::as_slice)
+    }
+
     /// Why the attempts stopped; `None` while they go on.
     ///
     /// ```
@@ -321,6 +339,7 @@ impl RetryInfo {
         cooldown: Duration::ZERO,
         hedges: 0,
         stop: Some(StopReason::Success),
+        replicas: None,
     };
 
     /// What the call of a response did, from the response's extensions: the `RetryInfo` the
@@ -338,7 +357,7 @@ impl RetryInfo {
     pub fn of(extensions: &http::Extensions) -> Self {
         extensions
             .get::<Self>()
-            .copied()
+            .cloned()
             .unwrap_or(Self::FIRST_SUCCESS)
     }
 
@@ -357,6 +376,7 @@ impl RetryInfo {
             cooldown: Duration::ZERO,
             hedges: 0,
             stop: Some(reason),
+            replicas: None,
         }
     }
 }

@@ -198,6 +198,16 @@ impl<'a> RequestView<'a> {
         }
     }
 
+    /// The target's authority as written (`host` or `host:port`), when the target is an absolute URI
+    /// (or a reqwest `Url` with no user or password): a cheap first look before the host is parsed.
+    pub(crate) fn authority(&self) -> Option<&'a str> {
+        match self.target {
+            Target::Uri(uri) => uri.authority().map(http::uri::Authority::as_str),
+            #[cfg(feature = "reqwest")]
+            Target::Url(url) => Some(url.authority()).filter(|a| !a.contains('@')),
+        }
+    }
+
     /// The `Host` header, split into its host and port, for a target without an authority.
     fn host_header(&self) -> Option<(&'a str, Option<u16>)> {
         let value = self.headers?.get(http::header::HOST)?.to_str().ok()?;
@@ -359,7 +369,7 @@ impl fmt::Display for RequestView<'_> {
 /// #     let backoff = stagger::Backoff::fixed(std::time::Duration::from_millis(10));
 /// #     let policy = stagger::RetryPolicy::builder().backoff(backoff).build().unwrap();
 /// #     let response = stagger::RetryLayer::new(policy).layer(server).oneshot(request).await.unwrap();
-/// #     *response.extensions().get::<RetryInfo>().unwrap()
+/// #     response.extensions().get::<RetryInfo>().unwrap().clone()
 /// # }
 ///
 /// let post = http::Request::post("http://example.com/orders").body(()).unwrap();

@@ -21,6 +21,7 @@ use crate::drive::call::{AttemptEnd, Call};
 use crate::drive::held::Held;
 use crate::drive::timer::{Timer, after};
 use crate::engine::state::RetryState;
+use crate::guards::replicas::Replica;
 use crate::replay::{Judge, NextAttempt};
 
 /// The hedge of the attempt in flight; nothing allocated for a policy without `hedge_after`. `C` is
@@ -132,6 +133,8 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
             {
                 let hedged = matches!(race.runners, Runners::Both(_));
                 if hedged && racers.set_aside(call, &output) {
+                    // The hedge runs on: its replica is the one in flight.
+                    call.retry_mut().hedge_becomes_current();
                     if let Runners::Both(hedge) = mem::replace(&mut race.runners, Runners::First) {
                         race.runners = Runners::HedgeOnly(hedge);
                     }
@@ -147,12 +150,18 @@ impl<F: Future + ?Sized, C: HedgeContext> Hedge<F, C> {
             {
                 let first_runs = matches!(race.runners, Runners::Both(_));
                 race.runners = Runners::First;
+                if first_runs {
+                    // The hedge's answer is judged: its replica's, the first's set beside it.
+                    call.retry_mut().swap_replicas();
+                }
                 if !first_runs || !racers.set_aside(call, &output) {
                     if first_runs {
                         racers.lost(call);
                     }
                     return Poll::Ready(race.end(call, output));
                 }
+                // The first runs on: its replica is the one in flight again.
+                call.retry_mut().hedge_becomes_current();
             }
             if race.step == Step::Unarmed {
                 race.timer
@@ -242,7 +251,7 @@ where
     R: Judge<Req, Res, E>,
     F: Future<Output = Result<Res, E>> + ?Sized,
     Rd: FnMut(&mut Context<'_>, &mut C) -> Poll<bool>,
-    S: FnMut(Req, &mut C, Option<ResendCount>) -> Option<Pin<Box<F>>>,
+    S: FnMut(Req, &mut C, Option<ResendCount>, Option<Replica>) -> Option<Pin<Box<F>>>,
 {
     fn view(&self) -> Option<RequestView<'_>> {
         self.replay.view(self.held.sent())
@@ -291,8 +300,8 @@ where
             return Poll::Ready(None);
         }
         let next = NextAttempt::hedge(call.retry());
-        let resend = next.resend_count();
+        let (resend, replica) = (next.resend_count(), next.replica());
         self.replay.before_send(&mut request, next);
-        Poll::Ready((self.send)(request, context, resend))
+        Poll::Ready((self.send)(request, context, resend, replica))
     }
 }

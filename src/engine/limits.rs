@@ -75,7 +75,6 @@ impl RetryState {
 
     /// Whether the request may be sent again after an ambiguous failure: as its own overrides say,
     /// or as its method, its headers and the policy's rules say.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn is_idempotent(&self, request: &RequestView<'_>) -> bool {
         match self.overrides().and_then(Overrides::idempotent) {
             Some(idempotent) => idempotent,

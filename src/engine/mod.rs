@@ -12,6 +12,7 @@ pub(crate) mod overrides;
 pub(crate) mod policy;
 pub(crate) mod policy_guards;
 mod policy_hosts;
+mod policy_replicas;
 pub(crate) mod restart;
 pub(crate) mod restart_policy;
 pub(crate) mod rng;

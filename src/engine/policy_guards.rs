@@ -29,6 +29,7 @@ use crate::observe::{log, metrics};
 
 pub(crate) use crate::guards::budget::RetryBudget;
 pub(crate) use crate::guards::host_state::HostTickets as Tickets;
+pub(crate) use crate::guards::replicas::{Replica, ReplicaSet};
 
 /// What the requests of a policy (and of its clones) keep together as they run: the hosts' states
 /// (their pauses and their health), their round trips, the adaptive throttles, gRPC's retry
@@ -52,11 +53,15 @@ pub(crate) struct Guards {
     /// sets `retryThrottling`, in place of the budget.
     pub(super) retry_throttling: RetryThrottling,
     streams: StreamSource,
+    /// The replica sets of the names the policy sends to: each attempt to one of them is placed on a
+    /// replica.
+    replicas: Box<[ReplicaSet]>,
 }
 
 impl Guards {
-    /// The guards of a policy just built, of `shapes`; `seed` seeds the jitter.
-    pub(crate) fn new(shapes: &GuardShapes, seed: u64) -> Self {
+    /// The guards of a policy just built, of `shapes`; `seed` seeds the jitter, `replicas` are the
+    /// replica sets of the names the policy sends to.
+    pub(crate) fn new(shapes: &GuardShapes, seed: u64, replicas: Vec<ReplicaSet>) -> Self {
         Self {
             hosts: HostStates::new(
                 shapes.host_cooldown,
@@ -67,18 +72,50 @@ impl Guards {
             throttles: Throttles::new(shapes.adaptive_throttle),
             retry_throttling: RetryThrottling::new(shapes.retry_throttling),
             streams: StreamSource::new(seed),
+            replicas: replicas.into_boxed_slice(),
         }
     }
 
     /// Gives the guards `shapes`, keeping what they know where it means the same under them (the
     /// repository's `docs/configuration.md`, "Reloading", says what each keeps): a guard turned on
-    /// starts afresh, one turned off forgets, one of another shape is reshaped in place.
+    /// starts afresh, one turned off forgets, one of another shape is reshaped in place. The
+    /// replica sets stay as they are: they are what the names resolve to, not settings.
     pub(crate) fn reshape(&self, shapes: &GuardShapes) {
         let now = Instant::now();
         let rules = shapes.breaker.as_ref().map(rules);
         self.hosts.reshape(shapes.host_cooldown, rules, now);
         self.throttles.reshape(shapes.adaptive_throttle, now);
         self.retry_throttling.reshape(shapes.retry_throttling);
+    }
+
+    /// The replica sets the policy places attempts on.
+    pub(crate) fn replica_sets(&self) -> &[ReplicaSet] {
+        &self.replicas
+    }
+
+    /// The replica set of `host`, if the policy has one.
+    pub(crate) fn replica_set(&self, host: Host) -> Option<&ReplicaSet> {
+        self.replicas.iter().find(|set| set.host() == host)
+    }
+
+    /// The host of `view`, and its replica set if the policy has one: a target written as a set's
+    /// name is that set's without its host being parsed or hashed.
+    pub(crate) fn host_and_set(
+        &self,
+        view: &RequestView<'_>,
+    ) -> Option<(Host, Option<&ReplicaSet>)> {
+        if let Some(authority) = view.authority()
+            && let Some(set) = self.replicas.iter().find(|set| set.written_as(authority))
+        {
+            return Some((set.host(), Some(set)));
+        }
+        // A gRPC call that names no host is at the unnamed one (see `Place::of`).
+        let host = match Host::of(view) {
+            Some(host) => host,
+            None if view.grpc_method().is_some() => Host::unnamed(),
+            None => return None,
+        };
+        Some((host, self.replica_set(host)))
     }
 
     /// The hosts' states: empty, and not armed, while neither the cooldown nor the breaker has put
@@ -167,10 +204,11 @@ impl RetryState {
         let guards = &shared.guards;
         let cooling = guards.hosts.is_armed();
         let per_host = shared.budget.as_ref().is_some_and(RetryBudget::per_host);
-        if !cooling && !per_host && !guards.throttles.is_on() {
+        if !cooling && !per_host && !guards.throttles.is_on() && guards.replicas.is_empty() {
             return Ok(None);
         }
-        self.before_first_slow(view().as_ref(), cooling)
+        let placing = !guards.replicas.is_empty();
+        self.before_first_slow(view().as_ref(), cooling || placing)
     }
 
     #[cold]
@@ -237,8 +275,9 @@ impl RetryState {
     /// throttling admits it and the budget pays for it, as for a retry. If so, the hedge is counted
     /// and its withdrawal is final: call this only when the hedge can be sent at once.
     pub(crate) fn begin_hedge(&mut self, request: Option<&RequestView<'_>>) -> bool {
-        // Judged beside the attempt it races, which is not answered yet.
-        if !self.may_hedge(request) || self.admit(request).is_err() {
+        // Judged beside the attempt it races, which is not answered yet; placed on a replica of
+        // its own when its name has replicas, and not sent when none is up.
+        if !self.may_hedge(request) || !self.place_hedge(request) || self.admit(request).is_err() {
             return false;
         }
         match self.pay(request, None) {
@@ -257,6 +296,7 @@ impl RetryState {
     /// limit is judged for, ran too: made, and never answered.
     pub(crate) fn count_cancelled(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
+        self.replica_dropped();
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
@@ -267,6 +307,7 @@ impl RetryState {
     /// not make it look as if it refused half of what it was sent.
     pub(crate) fn count_lost(&mut self, request: Option<&RequestView<'_>>) {
         self.attempts = self.attempts.saturating_add(1);
+        self.replica_dropped();
         self.count_answered(request, true);
     }
 
@@ -401,7 +442,9 @@ impl RetryState {
         if self.holdings.partition.is_some() {
             return;
         }
+        // The host is read only for a budget kept per host: reading it parses the request's target.
         if let Some(partition) = (self.policy.shared.budget.as_ref())
+            .filter(|budget| budget.per_host())
             .and_then(|budget| budget.partition(request.and_then(Host::of)))
         {
             partition.deposit();

@@ -49,7 +49,9 @@ impl RetryPolicy {
     pub fn host_state(&self, host: &str) -> HostState {
         let up = HostState::Up { failures: 0 };
         match Host::named(host) {
-            Some((host, _)) => self.shared.guards.hosts().state(host, Instant::now()),
+            Some((host, _)) => self
+                .replicas_down(host)
+                .unwrap_or_else(|| self.shared.guards.hosts().state(host, Instant::now())),
             None => up,
         }
     }
@@ -128,9 +130,11 @@ impl RetryState {
         &mut self,
         request: Option<&RequestView<'_>>,
     ) -> Result<Option<Duration>, Rejected> {
-        match self.policy.shared.guards.hosts().is_armed() {
-            true => self.wait_for_host(request),
-            false => Ok(None),
+        let guards = &self.policy.shared.guards;
+        if guards.hosts().is_armed() || !guards.replica_sets().is_empty() {
+            self.wait_for_host(request)
+        } else {
+            Ok(None)
         }
     }
 
@@ -142,16 +146,38 @@ impl RetryState {
         let policy = self.policy.clone();
         let shared = &*policy.shared;
         let s = &shared.settings;
-        let hosts = shared.guards.hosts();
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let Some((view, (host, set))) =
+            request.and_then(|view| Some((view, shared.guards.host_and_set(view)?)))
+        else {
             return Ok(None);
+        };
+        let hosts = shared.guards.hosts();
+        if let Some(set) = set
+            && !hosts.is_armed()
+            && !self.held_for_host()
+        {
+            // Nothing is known of any host or replica: the cheaper of two, at once, and no clock
+            // read.
+            let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
+            self.place_attempt(None, set, (Place::name(host), view), &mut tickets);
+            if let Some(delays) = &mut self.delays {
+                delays.hosts = tickets;
+            }
+            return Ok(None);
+        }
+        let place = match set {
+            Some(_) => Place::name(host),
+            None => Place::at(host, view),
         };
         let now = Instant::now();
         self.end_held_wait(now);
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
         let probes = tickets.down.map(|ticket| ticket.is_probe());
         let deadline = self.max_elapsed().is_some();
-        let admission = hosts.admit(place, now, &mut tickets, deadline);
+        let admission = match set {
+            Some(set) => self.place_attempt(Some((hosts, now)), set, (place, view), &mut tickets),
+            None => hosts.admit(place, now, &mut tickets, deadline),
+        };
         if self.delays.is_some() || tickets != Tickets::default() {
             // The tickets the request goes or waits with, to be shown with its answer.
             Schedules::of(&mut self.delays, shared).hosts = tickets;
@@ -219,9 +245,10 @@ impl RetryState {
                             Admission::Down(next) => next,
                             _ => Some(left),
                         };
+                        let placed = self.placed(request).unwrap_or(place);
                         let route = tickets
                             .down
-                            .filter(|ticket| ticket.key != place.host)
+                            .filter(|ticket| Some(ticket.key) == placed.route)
                             .map(|_| view.path().unwrap_or("/").into());
                         Rejected::host_down(host_state::name_of(view), route, next_probe, info)
                     }
@@ -290,7 +317,7 @@ impl RetryState {
         start: Instant,
     ) -> (Option<Instant>, Option<Instant>) {
         let shared = &*self.policy.shared;
-        let host = request.and_then(Place::of).map(|place| place.host);
+        let host = self.placed(request).map(|place| place.health);
         let (Some(_), Some(host)) = (shared.settings.shapes.breaker, host) else {
             return (None, None);
         };
@@ -321,10 +348,10 @@ impl RetryState {
             return;
         }
         let (hosts, latencies) = (shared.guards.hosts(), shared.guards.latencies());
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let (Some(view), Some(place)) = (request, self.placed(request)) else {
             return;
         };
-        if latencies.answered_since(place.host, since) {
+        if latencies.answered_since(place.health, since) {
             return;
         }
         self.silence_counted = true;
@@ -351,10 +378,13 @@ impl RetryState {
     /// its host's silence.
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn sample_latency(&self, request: Option<&RequestView<'_>>, took: Duration) {
+        if let Some(replica) = self.replica_for(false) {
+            // The replica's cost, for the choice of the next attempts' replicas.
+            replica.member().answered(took);
+        }
         let shared = &*self.policy.shared;
-        let place = request.and_then(Place::of);
-        if let (Some(_), Some(place)) = (shared.settings.shapes.breaker, place) {
-            shared.guards.latencies().sample(place.host, took);
+        if let (Some(_), Some(place)) = (shared.settings.shapes.breaker, self.placed(request)) {
+            shared.guards.latencies().sample(place.health, took);
         }
     }
 
@@ -366,23 +396,31 @@ impl RetryState {
             attempt.signal = crate::attempt::HostSignal::Nothing;
             self.record_hosts(&attempt, request);
         }
+        self.replica_judged(false);
     }
 
     /// Whether a retry to `request`'s host would fail fast, the host (or the request's route) being
     /// down: then it is not decided, and the call ends with what it has.
     pub(super) fn host_fails_fast(&self, request: Option<&RequestView<'_>>) -> bool {
         let hosts = self.policy.shared.guards.hosts();
-        hosts.is_armed()
-            && request
-                .and_then(Place::of)
-                .is_some_and(|place| hosts.fails_fast(place, Instant::now()))
+        if !hosts.is_armed() {
+            return false;
+        }
+        if let Some(all) = self.replicas_fail_fast(request) {
+            return all;
+        }
+        request
+            .and_then(Place::of)
+            .is_some_and(|place| hosts.fails_fast(place, Instant::now()))
     }
 
     /// Records what an attempt's response says of its host: what it tells the host's cooldown and its
     /// health, when the policy keeps them, and whether the backend accepted it, for adaptive
     /// throttling. An attempt cut by a limit of the caller's own says nothing of the backend.
     pub(super) fn record_response(&mut self, attempt: &Attempt, request: Option<&RequestView<'_>>) {
+        let probing = self.probing_replica();
         self.record_hosts(attempt, request);
+        self.replica_judged(probing);
         if self.cut_by_caller {
             return;
         }
@@ -408,7 +446,7 @@ impl RetryState {
         if !(fails || hosts.is_armed() || attempt.signal.starts_a_cooldown()) {
             return;
         }
-        let (Some(view), Some(place)) = (request, request.and_then(Place::of)) else {
+        let (Some(view), Some(place)) = (request, self.placed(request)) else {
             return;
         };
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
@@ -459,9 +497,10 @@ impl RetryState {
 fn evidence(attempt: &Attempt) -> Evidence {
     let speaks = attempt.retry_after.is_some() || attempt.throttled;
     match attempt.outcome.reason() {
-        Some(
-            Reason::Connect | Reason::Timeout | Reason::ConnectionClosed | Reason::NetworkError,
-        ) => Evidence::HostFailed,
+        Some(Reason::Timeout) => Evidence::HostTimedOut,
+        Some(Reason::Connect | Reason::ConnectionClosed | Reason::NetworkError) => {
+            Evidence::HostFailed
+        }
         Some(Reason::Status(status)) if matches!(status.as_u16(), 502..=504) && !speaks => {
             Evidence::RouteFailed
         }

@@ -9,7 +9,7 @@ use crate::engine::overrides::Overrides;
 use crate::engine::policy::Shared;
 use crate::time::Instant;
 
-use crate::engine::policy_guards::Tickets;
+use crate::engine::policy_guards::{Replica, Tickets};
 use crate::guards::hosts::Host;
 
 /// A request's delay schedules: the backoff's, and the throttle schedule's once a throttled attempt
@@ -42,6 +42,56 @@ pub(super) struct Schedules {
     /// The place in the code that called `stagger::retry`, for a call without a host: whose
     /// starting credit its timeouts may spend.
     pub(super) site: Option<Host>,
+    /// The replicas of a call to a name with a replica set.
+    pub(super) replicas: CallReplicas,
+}
+
+/// Which replicas a call's attempts go to, for a name with a replica set.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CallReplicas {
+    /// The replica of the attempt in flight (or about to be sent).
+    pub(super) current: Option<Replica>,
+    /// The replica of the hedge racing it.
+    pub(super) hedge: Option<Replica>,
+    /// The replica of every attempt that ended, in the order they ended.
+    pub(super) trail: Trail,
+    /// Where in `trail` the attempts of the race in flight begin: those before it, back to the
+    /// previous race's start, are the last attempt's.
+    pub(super) race_start: usize,
+    pub(super) last_start: usize,
+    /// The attempt just judged went to a down replica as its probe: its retry, on a replica that
+    /// is up, goes at once (the call pays nothing for the breaker's probing).
+    pub(super) requeue: bool,
+}
+
+/// The replicas a call's attempts reached: the first inline, so that a call answered at once
+/// allocates nothing for it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Trail {
+    first: Option<Replica>,
+    rest: Vec<Replica>,
+}
+
+impl Trail {
+    pub(super) fn push(&mut self, replica: Replica) {
+        match self.first {
+            None => self.first = Some(replica),
+            Some(_) => self.rest.push(replica),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Replica> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    /// The only replica, when there is one.
+    pub(super) fn only(&self) -> Option<&Replica> {
+        self.first.as_ref().filter(|_| self.rest.is_empty())
+    }
 }
 
 /// What a server asked of the retry, kept from an answer set aside in a hedged race until the race
@@ -71,6 +121,7 @@ impl Schedules {
                 overrides: None,
                 linger: None,
                 site: None,
+                replicas: CallReplicas::default(),
             })
         })
     }

@@ -267,6 +267,7 @@ impl RetryState {
             cooldown: self.delays.as_ref().map_or(Duration::ZERO, |d| d.cooldown),
             hedges: self.hedges,
             stop: self.stop,
+            replicas: self.replicas_reached(),
         }
     }
 
@@ -614,10 +615,13 @@ impl RetryState {
             return (Decision::Stop(StopReason::HostDown), cause);
         }
         let remaining = self.remaining();
+        let requeue = self.requeue();
         // Seeded at the first retry: a request that succeeds at once pays nothing for them.
         let schedules = Schedules::of(&mut self.delays, shared);
-        // A transparent retry goes at once (A6), and leaves the backoff where it was.
-        let backoff_delay = if attempt.transparent {
+        // A transparent retry goes at once (A6), and leaves the backoff where it was; so does the
+        // retry of a failed probe of a down replica, to a replica that is up: the call is not made
+        // to pay for the breaker's probing.
+        let backoff_delay = if attempt.transparent || requeue {
             Duration::ZERO
         } else if cause == DelayCause::Throttle {
             schedules

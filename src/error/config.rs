@@ -91,6 +91,9 @@ pub enum ConfigError {
     BreakerProbe(Duration),
     /// The breaker's probe backoff is not a valid backoff: why.
     BreakerProbeBackoff(Box<ConfigError>),
+    /// A [`ReplicaSet`](crate::ReplicaSet)'s name is not a host's name (`name` or `name:port`): no
+    /// request would go to its replicas.
+    ReplicaName(String),
     /// A chaos rule's injection rate is outside `0.0..=1.0`, or NaN: often a percentage where a share
     /// belongs (`5.0` for `0.05`). Feature `chaos`.
     InjectionRate(f64),
@@ -197,6 +200,11 @@ impl fmt::Display for ConfigError {
                  would be probed by every request"
             ),
             Self::BreakerProbeBackoff(error) => write!(f, "the breaker's probe backoff: {error}"),
+            Self::ReplicaName(name) => write!(
+                f,
+                "a replica set's name must be a host's name, name or name:port, got {name:?}: no \
+                 request would go to its replicas"
+            ),
             Self::InjectionRate(rate) => write!(
                 f,
                 "the injection rate must be within 0.0..=1.0, got {rate}: it is a share of calls, \

@@ -53,7 +53,7 @@ use crate::classify::AsError;
     not(feature = "reqwest-middleware"),
     doc = "[`RetryMiddleware`]: crate#features"
 )]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Elapsed {
     limit: TimeLimit,
     after: Duration,
@@ -93,8 +93,8 @@ impl Elapsed {
     }
 
     /// What the retries did up to then.
-    pub const fn info(&self) -> RetryInfo {
-        self.info
+    pub fn info(&self) -> RetryInfo {
+        self.info.clone()
     }
 }
 

@@ -138,9 +138,9 @@ impl<E> Error<E> {
     /// assert_eq!(info.stop_reason(), Some(StopReason::MaxRetries));
     /// # }
     /// ```
-    pub const fn info(&self) -> RetryInfo {
+    pub fn info(&self) -> RetryInfo {
         match &self.repr {
-            Repr::Inner(_, info) | Repr::Unsent(info) => *info,
+            Repr::Inner(_, info) | Repr::Unsent(info) => info.clone(),
             Repr::Elapsed(elapsed) => elapsed.info(),
             Repr::Rejected(rejected) => rejected.info(),
         }

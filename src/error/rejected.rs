@@ -192,8 +192,8 @@ impl Rejected {
     }
 
     /// What the retries did: no attempt, and why.
-    pub const fn info(&self) -> RetryInfo {
-        self.info
+    pub fn info(&self) -> RetryInfo {
+        self.info.clone()
     }
 }
 

@@ -144,8 +144,12 @@ impl<B: Clone> Replay<http::Request<B>> for HttpReplay {
     }
 }
 
-/// Puts a resend's [`ResendCount`](crate::ResendCount) into its extensions, for the layers below.
+/// Puts a resend's [`ResendCount`](crate::ResendCount) into its extensions, for the layers below,
+/// and the [`Replica`](crate::Replica) it goes to, for the sender beneath them.
 pub(crate) fn mark_resend<B>(request: &mut http::Request<B>, attempt: NextAttempt<'_>) {
+    if let Some(replica) = attempt.replica() {
+        request.extensions_mut().insert(replica);
+    }
     if let Some(count) = attempt.resend_count() {
         request.extensions_mut().insert(count);
     }

@@ -220,6 +220,13 @@ impl<'a> NextAttempt<'a> {
         crate::attempt::ResendCount::of(self.state.attempts().saturating_add(self.in_flight))
     }
 
+    /// The replica this attempt goes to, when its name has a [`ReplicaSet`](crate::ReplicaSet) in
+    /// the policy: the adapters put it into the request (its extensions, or reqwest-middleware's),
+    /// for the sender beneath them to send it there.
+    pub fn replica(&self) -> Option<crate::Replica> {
+        self.state.replica_for(self.in_flight > 0).cloned()
+    }
+
     /// How long this attempt may take: the earlier of the policy's `attempt_timeout` and what is left
     /// before the call's deadline; `None` without either.
     pub fn time_left(&self) -> Option<Duration> {

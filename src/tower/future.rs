@@ -221,7 +221,7 @@ where
                         },
                         // The request carries its `ResendCount` (`Replay::before_send`); the
                         // hedge's span is the call's child, as its first attempt's is.
-                        send: |request, clone: &mut HedgeClone<S>, resend| {
+                        send: |request, clone: &mut HedgeClone<S>, resend, _replica| {
                             let mut service = clone.service.take()?;
                             if let Some(call_span) = call_span {
                                 let view = || replay.view(Sent::Copy(&request));

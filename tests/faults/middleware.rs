@@ -21,9 +21,10 @@ fn client(policy: RetryPolicy) -> ClientWithMiddleware {
 
 fn elapsed_error(error: &reqwest_middleware::Error) -> Elapsed {
     match error {
-        reqwest_middleware::Error::Middleware(e) => *e
+        reqwest_middleware::Error::Middleware(e) => e
             .downcast_ref::<Elapsed>()
-            .unwrap_or_else(|| panic!("a stagger::Elapsed: {e:?}")),
+            .unwrap_or_else(|| panic!("a stagger::Elapsed: {e:?}"))
+            .clone(),
         other => panic!("expected Error::Middleware(Elapsed), got {other:?}"),
     }
 }
@@ -98,7 +99,8 @@ async fn execute_with_extensions_gives_the_retry_info_of_a_failure() {
     assert!(result.is_err());
     let info = extensions
         .get::<RetryInfo>()
-        .expect("RetryInfo in the extensions");
+        .expect("RetryInfo in the extensions")
+        .clone();
     assert_eq!(info.attempts(), 1);
     assert_eq!(info.stop_reason(), Some(StopReason::Deadline));
 }

@@ -199,6 +199,7 @@ async fn a_delay_a_classifier_names_floors_the_retry_and_the_longer_of_it_and_a_
             .classifier(stagger::classify::from_fn(named_wait))
             .build()
             .unwrap()
+            .clone()
     };
     let (alone, calls) = send(policy(), "/a.B/C", |n| {
         Ok(match n {

@@ -81,7 +81,7 @@ impl Client {
                 // A response carries its RetryInfo; for an error, the request's extensions do.
                 let info = match &result {
                     Ok(response) => Some(RetryInfo::of(response.extensions())),
-                    Err(_) => extensions.get::<RetryInfo>().copied(),
+                    Err(_) => extensions.get::<RetryInfo>().cloned(),
                 };
                 (result.map_err(CallError::Middleware), info)
             }
@@ -159,10 +159,10 @@ impl CallError {
     pub fn elapsed(&self) -> Option<Elapsed> {
         match self {
             Self::Middleware(reqwest_middleware::Error::Middleware(error)) => {
-                error.downcast_ref::<Elapsed>().copied()
+                error.downcast_ref::<Elapsed>().cloned()
             }
             Self::Middleware(reqwest_middleware::Error::Reqwest(_)) => None,
-            Self::Layer(error) => error.elapsed().copied(),
+            Self::Layer(error) => error.elapsed().cloned(),
         }
     }
 

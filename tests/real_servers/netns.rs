@@ -86,6 +86,11 @@ impl Netns {
         Ok(netns)
     }
 
+    /// The namespace's name (`/run/netns/<name>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A command that runs `program` inside the namespace (`ip netns exec`, which execs it: the child's
     /// PID is the program's own).
     pub fn command(&self, program: &std::path::Path) -> Command {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::engine::breaker::{Breaker, WhenDown};
 use crate::engine::builder::RetryPolicyBuilder;
+use crate::engine::policy_guards::ReplicaSet;
 use crate::error::ConfigError;
 
 impl RetryPolicyBuilder {
@@ -50,6 +51,36 @@ impl RetryPolicyBuilder {
     /// [`RetryPolicy::mark_down`]: crate::RetryPolicy::mark_down
     pub fn breaker(mut self, breaker: impl Into<Option<Breaker>>) -> Self {
         self.breaker = breaker.into();
+        self
+    }
+}
+
+impl RetryPolicyBuilder {
+    /// Places each attempt of a request to `set`'s name on one of its replicas (off by default; call
+    /// once per name, a later set of the same name replacing the earlier): one the call has not
+    /// tried, among those the breaker does not hold down, the cheaper of two drawn at random (its
+    /// latency times its attempts in flight). The breaker judges each replica apart: a replica that
+    /// refuses, hangs or answers `503` is found down alone, and the name is held or refused only
+    /// when every replica is down. The budget and the cooldown stay the name's.
+    ///
+    /// The retry layer puts the replica an attempt goes to in its request
+    /// ([`Replica`](crate::Replica)); a sender beneath it sends it there (`stagger::replicas`: a
+    /// client per replica, each pinned to its address, the name kept for TLS and `Host`). A call's
+    /// [`RetryInfo::replicas`](crate::RetryInfo::replicas) says which replicas its attempts reached;
+    /// [`RetryPolicy::replica_state`](crate::RetryPolicy::replica_state) and
+    /// [`RetryPolicy::hosts`](crate::RetryPolicy::hosts) what is known of each.
+    ///
+    /// ```
+    /// use stagger::{ReplicaSet, RetryPolicy};
+    ///
+    /// let set = ReplicaSet::new("api.internal:8080", ["127.0.0.2:8080".parse()?, "127.0.0.3:8080".parse()?])?;
+    /// let policy = RetryPolicy::builder().replicas(set.clone()).build()?;
+    /// assert_eq!(policy.replica_sets()[0].name(), "api.internal:8080");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn replicas(mut self, set: ReplicaSet) -> Self {
+        self.replicas.retain(|known| known.host() != set.host());
+        self.replicas.push(set);
         self
     }
 }

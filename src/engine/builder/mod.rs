@@ -12,7 +12,7 @@ use crate::engine::breaker::Breaker;
 use crate::engine::policy::{
     GuardShapes, RetryAfterMode, RetryEvent, RetryPolicy, Settings, Shared,
 };
-use crate::engine::policy_guards::{Guards, RetryBudget};
+use crate::engine::policy_guards::{Guards, ReplicaSet, RetryBudget};
 use crate::engine::rng::entropy_seed;
 use crate::error::ConfigError;
 use crate::error::config::{MAX_THROTTLE_WINDOW, MIN_THROTTLE_WINDOW};
@@ -51,6 +51,8 @@ pub struct RetryPolicyBuilder {
     adaptive_throttle_window: Duration,
     budget: Budget,
     seed: Option<u64>,
+    /// The replica sets of names the policy sends to, one per name.
+    replicas: Vec<ReplicaSet>,
 }
 
 /// The budget a builder will give its policy.
@@ -71,6 +73,7 @@ impl fmt::Debug for RetryPolicyBuilder {
             .field("throttle_backoff", &self.settings.throttle_backoff)
             .field("host_cooldown", &self.host_cooldown)
             .field("breaker", &self.breaker)
+            .field("replicas", &self.replicas)
             .field("adaptive_throttle", &self.adaptive_throttle)
             .field("adaptive_throttle_window", &self.adaptive_throttle_window)
             .field("replay_buffer", &self.settings.replay_buffer)
@@ -163,6 +166,7 @@ impl RetryPolicyBuilder {
             adaptive_throttle_window: RetryPolicy::DEFAULT_ADAPTIVE_THROTTLE_WINDOW,
             budget: Budget::Default,
             seed: None,
+            replicas: Vec::new(),
         }
     }
 
@@ -602,7 +606,7 @@ impl RetryPolicyBuilder {
             retry_throttling: None,
         };
         let seed = self.seed.unwrap_or_else(entropy_seed);
-        let guards = Arc::new(Guards::new(&self.settings.shapes, seed));
+        let guards = Arc::new(Guards::new(&self.settings.shapes, seed, self.replicas));
         Ok(RetryPolicy {
             shared: Arc::new(Shared {
                 settings: self.settings,

@@ -68,6 +68,8 @@ pub(crate) enum Health {
     Answered,
     /// It failed: no answer (for a host), a gateway failure (for a route).
     Failed,
+    /// It failed, its attempt timed out: a failure whose request may have reached the host.
+    TimedOut,
     /// No answer yet, long past what the host takes to answer: a failure, unless the answer still
     /// comes, which then says the host is only slow.
     Silent,
@@ -118,6 +120,9 @@ pub(super) struct HostHealth {
     /// answered with a gateway failure (a route's).
     failures: u32,
     last_failure: Option<Instant>,
+    /// The last failure in a row left its attempt hanging: a timeout or a silence. A probe of an
+    /// entry found down so may hang too, and its request not be safe to send again.
+    hung: bool,
     /// The last failure in a row was a silence (see [`Health::Silent`]).
     silent: bool,
     /// A host's gateway failures in a row, with no other answer between them, and the routes they
@@ -174,6 +179,8 @@ struct Down {
     hold_until: Option<Instant>,
     /// Found down by attempts that went silent: any answer says it is only slow, and up.
     by_silence: bool,
+    /// Found down by attempts that hung (timed out or went silent).
+    hung: bool,
     /// The requests waiting, oldest first, each woken when the host is back. A request that gives
     /// up (its caller dropped it) takes itself out ([`HostHealth::forget`]).
     waiters: BTreeMap<u64, Waker>,
@@ -186,6 +193,35 @@ struct Recovering {
     pacer: Pacer,
     /// When the last of them will have gone.
     until: Instant,
+}
+
+/// Where an entry stands, for a choice between replicas ([`HostHealth::standing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// Requests go.
+    Up,
+    /// Down, and the next request goes as its probe; `hangs`: it was found down by attempts that
+    /// hung, and its probe may hang too.
+    ProbeDue { hangs: bool },
+    /// Down until its next probe, if it has one.
+    Down(Option<Instant>),
+}
+
+impl Standing {
+    /// The worse of two: a replica is down if its entry or its route's is.
+    pub(super) fn worse(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Down(a), Self::Down(b)) => Self::Down(a.max(b)),
+            (Self::Down(a), _) | (_, Self::Down(a)) => Self::Down(a),
+            (Self::ProbeDue { hangs: a }, Self::ProbeDue { hangs: b }) => {
+                Self::ProbeDue { hangs: a || b }
+            }
+            (Self::ProbeDue { hangs }, _) | (_, Self::ProbeDue { hangs }) => {
+                Self::ProbeDue { hangs }
+            }
+            (Self::Up, Self::Up) => Self::Up,
+        }
+    }
 }
 
 /// A change of a host's health, for the events and metrics.
@@ -277,12 +313,14 @@ impl HostHealth {
                 self.gateway = Gateway::default();
                 self.last_failure = None;
                 self.silent = false;
+                self.hung = false;
                 return None;
             }
             Health::Gateway(route) => {
                 // The host answered: its unanswered failures are no longer in a row.
                 self.failures = 0;
                 self.silent = false;
+                self.hung = false;
                 self.gateway.failed(route);
                 self.last_failure = Some(now);
                 if self.gateway.failures < rules.failures || self.gateway.distinct < GATEWAY_ROUTES
@@ -293,11 +331,12 @@ impl HostHealth {
                 self.trip(now, rules, episode(), rng, false);
                 return Some(Change::Down { failures });
             }
-            Health::Failed | Health::Silent => {}
+            Health::Failed | Health::TimedOut | Health::Silent => {}
         }
         self.failures = self.failures.saturating_add(1);
         self.last_failure = Some(now);
         self.silent = health == Health::Silent;
+        self.hung = matches!(health, Health::TimedOut | Health::Silent);
         if self.failures < rules.failures {
             return None;
         }
@@ -327,6 +366,7 @@ impl HostHealth {
             asked: 0,
             hold_until: rules.hold.filter(|_| !marked).map(|bound| now + bound),
             by_silence: self.silent && !marked,
+            hung: self.hung,
             waiters: BTreeMap::new(),
         }));
         self.gateway = Gateway::default();
@@ -388,6 +428,7 @@ impl HostHealth {
         self.gateway = Gateway::default();
         self.last_failure = None;
         self.silent = false;
+        self.hung = false;
         for waker in waiters.into_values() {
             waker.wake();
         }
@@ -468,6 +509,19 @@ impl HostHealth {
                 down.waiters.remove(&mine.waiter);
                 Some(Admission::Down(down.next_probe.map(|next| next - now)))
             }
+        }
+    }
+
+    /// Where it stands at `now`, for a choice between replicas, without changing anything: up (or
+    /// letting its held requests go), down with a probe due, or down until `wake` (its next probe,
+    /// `None` for one marked down by hand).
+    pub(super) fn standing(&self, now: Instant) -> Standing {
+        match &self.state {
+            State::Up | State::Recovering(_) => Standing::Up,
+            State::Down(down) => match down.next_probe {
+                Some(next) if now >= next => Standing::ProbeDue { hangs: down.hung },
+                next => Standing::Down(next),
+            },
         }
     }
 

@@ -48,10 +48,13 @@
 mod cooldown;
 mod down;
 mod pace;
+mod place;
+mod replicas;
 mod report;
 mod reshape;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
@@ -68,6 +71,8 @@ use cooldown::Cooldown;
 use down::HostHealth;
 
 pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules};
+pub(crate) use place::{Evidence, Place};
+pub(crate) use replicas::Placing;
 pub use report::{HostReport, HostState};
 
 /// The most entries the table holds (hosts, and the routes of hosts that answered gateway
@@ -81,80 +86,6 @@ pub(crate) const MAX_HOSTS: usize = 4096;
 /// hostile server, must not disable a host until the process restarts. Envoy clamps at the same.
 /// After it, requests go out again, and one that is refused holds the host anew.
 pub(crate) const MAX_HOLD: Duration = Duration::from_secs(300);
-
-/// Where a request goes, as the table keys it: its host (name and port) and its route (the host
-/// and the request's path), each an entry of its own once something is known of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Place {
-    pub(crate) host: Host,
-    pub(crate) route: Option<Host>,
-}
-
-impl Place {
-    /// The place of `request`, if it names a host. A gRPC call that names none (a tonic client made
-    /// without an origin, whose `Channel` adds the origin beneath the retry layer) is at the unnamed
-    /// host, one for all such calls of a policy: its routes (its methods' paths) tell its methods
-    /// apart. Any other request without a host has no place.
-    pub(crate) fn of(request: &RequestView<'_>) -> Option<Self> {
-        let host = match Host::of(request) {
-            Some(host) => host,
-            None if request.grpc_method().is_some() => Host::unnamed(),
-            None => return None,
-        };
-        Some(Self {
-            host,
-            route: Some(host.route(request.path().unwrap_or("/"))),
-        })
-    }
-
-    /// A host, whatever the path.
-    #[cfg(test)]
-    pub(crate) const fn host(host: Host) -> Self {
-        Self { host, route: None }
-    }
-}
-
-/// What an attempt's end says of its host and of its route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Evidence {
-    /// Nothing: an error that is not the host's (a certificate not trusted, a body that did not
-    /// decode), a stream the server refused unprocessed, an attempt cut by a limit of its caller's
-    /// own, tighter than the policy's.
-    Nothing,
-    /// The host answered, and so did the route (any answer but a gateway failure).
-    Answered,
-    /// The host answered that what stands behind it failed: a `502`, `503` or `504` (gRPC
-    /// `UNAVAILABLE`) naming no delay. The route's failure, and the host's answer.
-    RouteFailed,
-    /// No answer: refused, reset, not resolved, timed out by the policy's own limit. The host's
-    /// failure.
-    HostFailed,
-    /// No answer yet, long past what the host takes to answer: the host's failure, unless its answer
-    /// still comes.
-    HostSilent,
-}
-
-impl Evidence {
-    /// What it says of the host's entry, and of the route's (`route`).
-    fn split(self, route: Option<Host>) -> (Health, Health) {
-        match (self, route) {
-            (Self::Nothing, _) => (Health::Nothing, Health::Nothing),
-            (Self::Answered, _) => (Health::Answered, Health::Answered),
-            (Self::RouteFailed, Some(route)) => (Health::Gateway(route), Health::Failed),
-            (Self::RouteFailed, None) => (Health::Failed, Health::Nothing),
-            (Self::HostFailed, _) => (Health::Failed, Health::Nothing),
-            (Self::HostSilent, _) => (Health::Silent, Health::Nothing),
-        }
-    }
-
-    /// Whether it can put an entry into the table.
-    fn fails(self) -> bool {
-        matches!(
-            self,
-            Self::RouteFailed | Self::HostFailed | Self::HostSilent
-        )
-    }
-}
 
 /// A host held: no request goes before `left` has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +157,8 @@ struct Entry {
     name: Option<Box<str>>,
     /// The path, for a route's entry.
     route: Option<Box<str>>,
+    /// The address, for a replica's entry (or a replica's route's).
+    replica: Option<SocketAddr>,
     cooldown: Option<Cooldown>,
     health: HostHealth,
 }
@@ -387,11 +320,13 @@ impl HostStates {
             }
             named.clone().unwrap_or_default()
         };
-        // The host's entry: its cooldown, and what the attempt says of the host itself.
-        let host_starts = signal.starts_a_cooldown() || host_health_fails(host_health);
+        // The host's entry: its cooldown, and, when the attempt went to the host itself, what it
+        // says of the host's health.
+        let same = place.health == place.host;
+        let host_starts = signal.starts_a_cooldown() || (same && host_health_fails(host_health));
         let mut change = None;
         if live(hosts, latest, place.host, now).is_some()
-            || host_starts && insert_new(hosts, place.host, name().0, None, now)
+            || host_starts && insert_new(hosts, place.host, name().0, None, None, now)
         {
             self.armed.store(true, Ordering::Release);
             let entry = hosts.get_mut(&place.host).expect("just looked up or made");
@@ -399,15 +334,34 @@ impl HostStates {
                 Some(cooldown) => cooldown.observe(signal, now, tickets.slot),
                 None => entry.cooldown = Cooldown::start(signal, now),
             }
-            change = rules.and_then(|breaker| {
-                let ticket = &mut mine(&mut tickets.down, place.host);
-                let episode = || next_id(ids);
-                let change =
-                    (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
-                put_back(&mut tickets.down, *ticket);
-                change
-            });
+            if same {
+                change = rules.and_then(|breaker| {
+                    let ticket = &mut mine(&mut tickets.down, place.host);
+                    let episode = || next_id(ids);
+                    let change =
+                        (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+                    put_back(&mut tickets.down, *ticket);
+                    change
+                });
+            }
             settle(hosts, latest, place.host, now);
+        }
+        // A replica's entry: what the attempt says of the replica it went to.
+        if let (false, Some(breaker)) = (same, rules)
+            && host_health != Health::Nothing
+            && (live(hosts, latest, place.health, now).is_some()
+                || host_health_fails(host_health)
+                    && insert_new(hosts, place.health, name().0, None, place.replica, now))
+        {
+            self.armed.store(true, Ordering::Release);
+            let entry = hosts
+                .get_mut(&place.health)
+                .expect("just looked up or made");
+            let ticket = &mut mine(&mut tickets.down, place.health);
+            let episode = || next_id(ids);
+            change = (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+            put_back(&mut tickets.down, *ticket);
+            settle(hosts, latest, place.health, now);
         }
         // The route's entry: what the answer says of the path.
         if let (Some(route), Some(breaker)) = (place.route, rules)
@@ -415,7 +369,7 @@ impl HostStates {
             && (live(hosts, latest, route, now).is_some()
                 || host_health_fails(route_health) && {
                     let (host, path) = name();
-                    insert_new(hosts, route, host, path, now)
+                    insert_new(hosts, route, host, path, place.replica, now)
                 })
         {
             self.armed.store(true, Ordering::Release);
@@ -464,7 +418,10 @@ impl HostStates {
             .route
             .and_then(|route| live(hosts, latest, route, now))
             .is_some_and(|entry| entry.health.holds());
+        let health = place.health != place.host
+            && live(hosts, latest, place.health, now).is_some_and(|entry| entry.health.holds());
         route
+            || health
             || live(hosts, latest, place.host, now).is_some_and(|entry| {
                 entry.health.holds()
                     || (entry.cooldown.as_ref())
@@ -499,7 +456,7 @@ impl HostStates {
         } = &mut *table;
         // The host first: a host that is down holds every path of it.
         if rules.is_some() {
-            for key in [Some(place.host), place.route].into_iter().flatten() {
+            for key in [Some(place.health), place.route].into_iter().flatten() {
                 let Some(entry) = live(hosts, latest, key, now) else {
                     continue;
                 };
@@ -528,7 +485,7 @@ impl HostStates {
     pub(crate) fn fails_fast(&self, place: Place, now: Instant) -> bool {
         let mut table = self.lock();
         let Table { hosts, latest, .. } = &mut *table;
-        [Some(place.host), place.route]
+        [Some(place.health), place.route]
             .into_iter()
             .flatten()
             .any(|key| live(hosts, latest, key, now).is_some_and(|e| e.health.fails_fast(now)))
@@ -592,11 +549,12 @@ impl HostStates {
             .filter(|entry| entry.state(now) != HostState::Up { failures: 0 })
             .map(|entry| HostReport {
                 host: entry.name.as_deref().unwrap_or("").to_owned(),
+                replica: entry.replica,
                 route: entry.route.as_deref().map(str::to_owned),
                 state: entry.state(now),
             })
             .collect();
-        report.sort_by(|a, b| (&a.host, &a.route).cmp(&(&b.host, &b.route)));
+        report.sort_by(|a, b| (&a.host, a.replica, &a.route).cmp(&(&b.host, b.replica, &b.route)));
         report
     }
 
@@ -615,7 +573,7 @@ impl HostStates {
             return false;
         };
         if live(hosts, latest, host, now).is_none()
-            && !insert_new(hosts, host, Some(name), None, now)
+            && !insert_new(hosts, host, Some(name), None, None, now)
         {
             return false;
         }
@@ -701,7 +659,10 @@ impl HostStates {
 
 /// Whether a health can put an entry into the table.
 fn host_health_fails(health: Health) -> bool {
-    matches!(health, Health::Failed | Health::Silent | Health::Gateway(_))
+    matches!(
+        health,
+        Health::Failed | Health::TimedOut | Health::Silent | Health::Gateway(_)
+    )
 }
 
 /// The request's ticket, if it is of the entry `key`: a request holds one, of the last entry it met
@@ -811,6 +772,7 @@ fn insert_new(
     key: Host,
     name: Option<Box<str>>,
     route: Option<Box<str>>,
+    replica: Option<SocketAddr>,
     now: Instant,
 ) -> bool {
     if hosts.len() >= MAX_HOSTS && !make_room(hosts, now) {
@@ -819,6 +781,7 @@ fn insert_new(
     let entry = Entry {
         name,
         route,
+        replica,
         cooldown: None,
         health: HostHealth::default(),
     };

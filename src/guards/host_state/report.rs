@@ -55,7 +55,7 @@ impl HostState {
     }
 }
 
-/// One host, or one route of a host, a policy keeps a state for, as
+/// One host, one replica of a host, or one route of either, a policy keeps a state for, as
 /// [`RetryPolicy::hosts`](crate::RetryPolicy::hosts) lists it.
 ///
 /// A host is judged by the attempts it leaves unanswered (refused, reset, timed out); a route (a
@@ -66,6 +66,9 @@ impl HostState {
 pub struct HostReport {
     /// The host as requests name it, `name` or `name:port` (a default port omitted).
     pub host: String,
+    /// The replica's address, for one of the host's replicas
+    /// ([`ReplicaSet`](crate::ReplicaSet)), or a route of it; `None` for the host itself.
+    pub replica: Option<std::net::SocketAddr>,
     /// The path, for a route; `None` for the host itself.
     pub route: Option<String>,
     /// Its state.

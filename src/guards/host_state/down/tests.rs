@@ -310,11 +310,15 @@ fn a_held_request_whose_caller_gives_up_leaves_no_waker_and_is_not_counted_held(
 /// Another host's routes: `/reports` and `/items`.
 const REPORTS: Place = Place {
     host: HOST,
+    health: HOST,
     route: Some(Host::from_raw(2)),
+    replica: None,
 };
 const ITEMS: Place = Place {
     host: HOST,
+    health: HOST,
     route: Some(Host::from_raw(3)),
+    replica: None,
 };
 
 fn observe_at(table: &HostStates, place: Place, evidence: Evidence, at: Instant) {
@@ -433,7 +437,9 @@ fn gateway_failures_from_three_routes_with_no_answer_between_put_the_host_down()
     let t0 = Instant::now();
     let route = |n: u64| Place {
         host: HOST,
+        health: HOST,
         route: Some(Host::from_raw(100 + n)),
+        replica: None,
     };
     // The table's rules: 3 failures in a row. Five 502s on two routes: one route is down, the host
     // is not.
