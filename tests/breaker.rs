@@ -200,80 +200,6 @@ async fn five_failures_in_a_row_put_a_host_down_and_its_next_call_fails_at_once_
     );
 }
 
-/// A host in process that answers `502` on one path and `200` on every other: an API gateway with
-/// one backend gone.
-fn gateway(
-    failing: &'static str,
-) -> (
-    Arc<Mutex<Vec<String>>>,
-    impl Service<Req, Response = Res, Error = io::Error, Future: Send> + Clone,
-) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    let service = service_fn(move |request: Req| {
-        let path = request.uri().path().to_owned();
-        log.lock().unwrap().push(path.clone());
-        async move {
-            let status = if path == failing { 502 } else { 200 };
-            Ok::<_, io::Error>(
-                Response::builder()
-                    .status(status)
-                    .body(String::new())
-                    .unwrap(),
-            )
-        }
-    });
-    (seen, service)
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_path_answered_502_is_down_on_its_own_and_the_host_s_other_paths_are_sent_at_once() {
-    for breaker in [Breaker::default(), Breaker::fail_fast()] {
-        let policy = RetryPolicy::builder().breaker(breaker).build().unwrap();
-        let (seen, service) = gateway("/reports");
-        let layer = RetryLayer::new(policy.clone());
-        // One GET /reports, retried by the defaults: its route goes down after five 502s.
-        let reports = layer
-            .layer(service.clone())
-            .oneshot(get_path("api.test", "/reports"));
-        let reports = tokio::spawn(reports);
-        // Meanwhile, and after, a GET /items every 100 ms: each sent and answered at once.
-        let start = Instant::now();
-        for n in 0..200 {
-            tokio::time::sleep_until(start + ms(100) * n).await;
-            let sent = Instant::now();
-            let items = layer
-                .layer(service.clone())
-                .oneshot(get_path("api.test", "/items"))
-                .await
-                .unwrap();
-            assert_eq!(items.status(), 200, "{breaker:?}, call {n}");
-            assert_eq!(sent.elapsed(), Duration::ZERO, "{breaker:?}, call {n}");
-        }
-        assert!(
-            matches!(
-                policy.route_state("api.test", "/reports"),
-                HostState::Down { .. }
-            ),
-            "{:?}",
-            policy.route_state("api.test", "/reports")
-        );
-        assert_eq!(policy.host_state("api.test"), HostState::Up { failures: 0 });
-        let report = reports.await.unwrap().unwrap();
-        assert_eq!(report.status(), 502, "the last answer, intact");
-        let hosts = policy.hosts();
-        assert_eq!(hosts.len(), 1);
-        assert_eq!(hosts[0].route.as_deref(), Some("/reports"));
-        let items = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|p| *p == "/items")
-            .count();
-        assert_eq!(items, 200);
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_answer_starts_the_count_over_and_a_503_that_names_a_delay_is_no_failure() {
     let policy = once(Breaker::fail_fast()).build().unwrap();
@@ -548,48 +474,6 @@ async fn a_host_marked_down_is_not_probed_until_marked_up() {
     assert!(RetryPolicy::default().mark_down("api.test"));
 }
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn down_probing_and_up_are_events() {
-    let events = common::capture();
-    let policy = once(exact_probes(Breaker::fail_fast())).build().unwrap();
-    let host = Host::default();
-    host.set(Health::Refusing);
-    for _ in 0..5 {
-        let _ = call(&policy, &host, "api.test").await;
-    }
-    host.set(Health::Up);
-    tokio::time::sleep(ms(100)).await;
-    call(&policy, &host, "api.test").await.unwrap();
-    let seen: Vec<_> = (events.stagger().into_iter())
-        .filter(|event| event.fields.contains_key("host.state"))
-        .map(|event| {
-            (
-                event.level,
-                event.message.clone(),
-                event.field("host.state").to_owned(),
-                event.field("server.address").to_owned(),
-            )
-        })
-        .collect();
-    use tracing::Level;
-    let host_state = |level, message: &str, state: &str| {
-        (
-            level,
-            message.to_owned(),
-            state.to_owned(),
-            "api.test".to_owned(),
-        )
-    };
-    assert_eq!(
-        seen,
-        [
-            host_state(Level::WARN, "host down", "down"),
-            host_state(Level::DEBUG, "probing a down host", "probing"),
-            host_state(Level::INFO, "host up", "up"),
-        ]
-    );
-}
-
 #[test]
 fn build_refuses_a_breaker_that_cannot_work() {
     use stagger::ConfigError;
@@ -703,5 +587,7 @@ mod middleware {
 }
 
 /// Time as evidence: a host's silence, and what a probe waits.
+#[path = "breaker/route.rs"]
+mod route;
 #[path = "breaker/silence.rs"]
 mod silence;

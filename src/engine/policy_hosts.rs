@@ -20,7 +20,7 @@ use crate::engine::policy_guards::Tickets;
 use crate::error::Rejected;
 use crate::guards::host_state::{
     self, Admission, Change, Evidence, HostReport, HostState, Pause, Place, ProbeDelays,
-    ProbeSchedule, Rules,
+    ProbeSchedule, Rules, Scope,
 };
 use crate::guards::hosts::Host;
 use crate::observe::log;
@@ -119,6 +119,21 @@ impl RetryPolicy {
 }
 
 impl RetryState {
+    /// Which entry `key`, an entry a request to `place` met, is: the host's, the request's route's,
+    /// or (for a name with replicas) the replica's, or its route's.
+    fn scope_of(&self, key: Host, place: Place) -> Scope {
+        if key == place.host || key == place.health {
+            return Scope::Host;
+        }
+        if place.route == Some(key) {
+            return Scope::Route;
+        }
+        match self.replica_for(false) {
+            Some(replica) if replica.member().key() == key => Scope::Replica,
+            _ => Scope::Route,
+        }
+    }
+
     /// When a pause before an attempt has ended: how much longer to wait, if the host asked for a
     /// pause meanwhile (another request's response, while this one slept), or the [`Rejected`] the
     /// call ends with when that pause outlasts the limits. One atomic load with no pause in force.
@@ -186,7 +201,8 @@ impl RetryState {
             && ticket.is_probe()
             && probes != Some(true)
         {
-            log::probing(request, ticket.probe_number());
+            let scope = self.scope_of(ticket.key, place);
+            log::probing(request, ticket.probe_number(), scope.as_str());
             metrics::host_state(request, "probing");
         }
         if admission == Admission::Go {
@@ -518,16 +534,17 @@ fn guards_fail_fast(policy: &RetryPolicy) -> bool {
     (policy.shared.settings.shapes.breaker).is_some_and(|breaker| breaker.hold_bound().is_none())
 }
 
-/// Reports a change of a host's health: an event and a metric.
-fn report_change(request: Option<&RequestView<'_>>, change: Option<Change>) {
+/// Reports a change of a host's health (or of a replica's, or of a route's: `scope`): an event and
+/// a metric.
+fn report_change(request: Option<&RequestView<'_>>, change: Option<(Scope, Change)>) {
     match change {
         None => {}
-        Some(Change::Down { failures }) => {
-            log::host_down(request, failures);
+        Some((scope, Change::Down { failures })) => {
+            log::host_down(request, failures, scope.as_str());
             metrics::host_state(request, "down");
         }
-        Some(Change::Up { down_for, held }) => {
-            log::host_up(request, down_for, held);
+        Some((scope, Change::Up { down_for, held })) => {
+            log::host_up(request, down_for, held, scope.as_str());
             metrics::host_state(request, "up");
         }
     }

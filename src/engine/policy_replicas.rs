@@ -58,7 +58,7 @@ impl RetryPolicy {
 impl RetryState {
     /// The replica the attempt in flight goes to, or its hedge's (`hedge`).
     pub(crate) fn replica_for(&self, hedge: bool) -> Option<&Replica> {
-        let calls = &self.delays.as_ref()?.replicas;
+        let calls = self.delays.as_ref()?.replicas.as_deref()?;
         if hedge {
             calls.hedge.as_ref()
         } else {
@@ -97,7 +97,8 @@ impl RetryState {
         let idempotent = self.is_idempotent(view) || !self.policy.shared.settings.idempotency;
         let deadline = self.max_elapsed().is_some();
         let policy = self.policy.clone();
-        let calls = &mut Schedules::of(&mut self.delays, &policy.shared).replicas;
+        let calls =
+            (Schedules::of(&mut self.delays, &policy.shared).replicas).get_or_insert_default();
         // A new race: those since the last one began were its.
         if calls.trail.len() > calls.race_start {
             calls.last_start = calls.race_start;
@@ -143,7 +144,7 @@ impl RetryState {
         let members = set.members();
         let path = view.path().unwrap_or("/");
         let up = (shared.guards.hosts()).replicas_up(&members, path, Instant::now());
-        let calls = &mut Schedules::of(&mut self.delays, shared).replicas;
+        let calls = (Schedules::of(&mut self.delays, shared).replicas).get_or_insert_default();
         let key = |replica: &Replica| replica.member().key();
         let mut tried: Vec<Host> = calls.trail.iter().map(key).collect();
         let racing: Vec<Host> = calls.current.iter().map(key).collect();
@@ -180,13 +181,14 @@ impl RetryState {
         let Some(delays) = &self.delays else {
             return false;
         };
-        delays.replicas.current.is_some() && delays.hosts.down.is_some_and(|t| t.is_probe())
+        (delays.replicas.as_ref()).is_some_and(|calls| calls.current.is_some())
+            && delays.hosts.down.is_some_and(|t| t.is_probe())
     }
 
     /// The attempt in flight was judged (`probing`: as a down replica's probe): its replica is one
     /// the call reached.
     pub(super) fn replica_judged(&mut self, probing: bool) {
-        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas) {
+        if let Some(calls) = self.delays.as_mut().and_then(|d| d.replicas.as_deref_mut()) {
             calls.requeue = probing;
             if let Some(replica) = calls.current.take() {
                 calls.trail.push(replica);
@@ -197,13 +199,14 @@ impl RetryState {
     /// Whether the retry being decided follows a failed probe of a down replica: then it goes at
     /// once, to a replica that is up.
     pub(super) fn requeue(&self) -> bool {
-        self.delays.as_ref().is_some_and(|d| d.replicas.requeue)
+        (self.delays.as_ref())
+            .is_some_and(|d| d.replicas.as_ref().is_some_and(|calls| calls.requeue))
     }
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     /// The other attempt of a hedged race was dropped: its replica is one the call reached.
     pub(crate) fn replica_dropped(&mut self) {
-        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas)
+        if let Some(calls) = self.delays.as_mut().and_then(|d| d.replicas.as_deref_mut())
             && let Some(replica) = calls.hedge.take()
         {
             calls.trail.push(replica);
@@ -214,7 +217,7 @@ impl RetryState {
     /// The hedge's answer is about to be judged: its replica is the one in flight, and the other
     /// attempt's the hedge's.
     pub(crate) fn swap_replicas(&mut self) {
-        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas) {
+        if let Some(calls) = self.delays.as_mut().and_then(|d| d.replicas.as_deref_mut()) {
             std::mem::swap(&mut calls.current, &mut calls.hedge);
         }
     }
@@ -223,7 +226,7 @@ impl RetryState {
     /// The attempt in flight was judged and set aside: the other one, still running, is the one
     /// in flight.
     pub(crate) fn hedge_becomes_current(&mut self) {
-        if let Some(calls) = self.delays.as_mut().map(|d| &mut d.replicas)
+        if let Some(calls) = self.delays.as_mut().and_then(|d| d.replicas.as_deref_mut())
             && calls.current.is_none()
         {
             calls.current = calls.hedge.take();
@@ -233,7 +236,7 @@ impl RetryState {
     /// The addresses of the replicas the call's attempts reached, in the order they ended; `None`
     /// for a call to a name without a replica set.
     pub(super) fn replicas_reached(&self) -> Option<Arc<Vec<SocketAddr>>> {
-        let trail = &self.delays.as_ref()?.replicas.trail;
+        let trail = &self.delays.as_ref()?.replicas.as_ref()?.trail;
         if let Some(only) = trail.only() {
             return Some(only.reached());
         }

@@ -42,8 +42,9 @@ pub(super) struct Schedules {
     /// The place in the code that called `stagger::retry`, for a call without a host: whose
     /// starting credit its timeouts may spend.
     pub(super) site: Option<Host>,
-    /// The replicas of a call to a name with a replica set.
-    pub(super) replicas: CallReplicas,
+    /// The replicas of a call to a name with a replica set: boxed, since a call to any other name
+    /// would carry their room for nothing (and a call asleep is to cost at most 2 KiB).
+    pub(super) replicas: Option<Box<CallReplicas>>,
 }
 
 /// Which replicas a call's attempts go to, for a name with a replica set.
@@ -121,7 +122,7 @@ impl Schedules {
                 overrides: None,
                 linger: None,
                 site: None,
-                replicas: CallReplicas::default(),
+                replicas: None,
             })
         })
     }

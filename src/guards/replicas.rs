@@ -107,8 +107,9 @@ impl ReplicaSet {
         name: &str,
         addrs: impl IntoIterator<Item = SocketAddr>,
     ) -> Result<Self, ConfigError> {
-        let (host, shown) =
-            Host::named(name).ok_or_else(|| ConfigError::ReplicaName(name.to_owned()))?;
+        // An empty name is the unnamed host's, to a `host_state` query: no set's.
+        let (host, shown) = (Host::named(name).filter(|_| !name.is_empty()))
+            .ok_or_else(|| ConfigError::ReplicaName(name.to_owned()))?;
         let set = Self {
             inner: Arc::new(SetInner {
                 name: shown,

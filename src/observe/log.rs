@@ -20,6 +20,7 @@
 //! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
 //! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry), `opted_out` (a gRPC method's rule leaves the status out), `host_down` (the breaker found the host down); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
 //! | `host.state` | a host's health, on its changes ([`Breaker`](crate::Breaker)): `down` (a `warn`, with `failures`), `probing` (a `debug`, with `probe`), `up` (an `info`, with `down_ms` and `held`) |
+//! | `host.scope` | which entry of the breaker's changed, beside `host.state`: `host` (the host, name and port), `route` (one path of it, which gateway failures put down alone), `replica` (one replica of a name with a [`ReplicaSet`](crate::ReplicaSet)) |
 //! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
 //!
 //! A restart's event also carries `restart` (which restart, from 1), `failures` (the runs in a row that
@@ -116,30 +117,44 @@ pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
 }
 
 /// The breaker found a request's host down after `failures` attempts in a row failed: a `warn`.
-pub(crate) fn host_down(view: Option<&RequestView<'_>>, failures: u32) {
-    event!(WARN, view, failures, host.state = "down", "host down");
+pub(crate) fn host_down(view: Option<&RequestView<'_>>, failures: u32, scope: &'static str) {
+    event!(
+        WARN,
+        view,
+        failures,
+        host.state = "down",
+        host.scope = scope,
+        "host down"
+    );
 }
 
 /// A request goes to its down host as its probe, the `probe`-th.
-pub(crate) fn probing(view: Option<&RequestView<'_>>, probe: u32) {
+pub(crate) fn probing(view: Option<&RequestView<'_>>, probe: u32, scope: &'static str) {
     event!(
         DEBUG,
         view,
         probe,
         host.state = "probing",
+        host.scope = scope,
         "probing a down host"
     );
 }
 
 /// A probe to a request's host was answered after it was down for `down_for`, with `held` requests
 /// waiting for it: an `info`.
-pub(crate) fn host_up(view: Option<&RequestView<'_>>, down_for: Duration, held: usize) {
+pub(crate) fn host_up(
+    view: Option<&RequestView<'_>>,
+    down_for: Duration,
+    held: usize,
+    scope: &'static str,
+) {
     event!(
         INFO,
         view,
         down_ms = millis(down_for),
         held,
         host.state = "up",
+        host.scope = scope,
         "host up"
     );
 }

@@ -224,6 +224,26 @@ impl Standing {
     }
 }
 
+/// Which entry of the table a [`Change`] is of: a host's (name and port), one of a name's replicas',
+/// or a route's (the host or replica and a path, which gateway failures put down alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Host,
+    Replica,
+    Route,
+}
+
+impl Scope {
+    /// As the events' `host.scope` says it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::Replica => "replica",
+            Self::Route => "route",
+        }
+    }
+}
+
 /// A change of a host's health, for the events and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Change {

@@ -70,7 +70,7 @@ use crate::guards::hosts::Host;
 use cooldown::Cooldown;
 use down::HostHealth;
 
-pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules};
+pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules, Scope};
 pub(crate) use place::{Evidence, Place};
 pub(crate) use replicas::Placing;
 pub use report::{HostReport, HostState};
@@ -277,7 +277,7 @@ impl HostStates {
         evidence: Evidence,
         now: Instant,
         tickets: &mut HostTickets,
-    ) -> Option<Change> {
+    ) -> Option<(Scope, Change)> {
         let evidence = if self.has_breaker() {
             evidence
         } else {
@@ -341,7 +341,7 @@ impl HostStates {
                     let change =
                         (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
                     put_back(&mut tickets.down, *ticket);
-                    change
+                    change.map(|change| (Scope::Host, change))
                 });
             }
             settle(hosts, latest, place.host, now);
@@ -359,7 +359,8 @@ impl HostStates {
                 .expect("just looked up or made");
             let ticket = &mut mine(&mut tickets.down, place.health);
             let episode = || next_id(ids);
-            change = (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+            let replica = (entry.health).observe(host_health, now, ticket, breaker, episode, rng);
+            change = replica.map(|change| (Scope::Replica, change));
             put_back(&mut tickets.down, *ticket);
             settle(hosts, latest, place.health, now);
         }
@@ -378,7 +379,7 @@ impl HostStates {
             let episode = || next_id(ids);
             let routed = (entry.health).observe(route_health, now, ticket, breaker, episode, rng);
             put_back(&mut tickets.down, *ticket);
-            change = change.or(routed);
+            change = change.or(routed.map(|change| (Scope::Route, change)));
             settle(hosts, latest, route, now);
         }
         change
