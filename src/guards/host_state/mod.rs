@@ -52,6 +52,8 @@ mod place;
 mod replicas;
 mod report;
 mod reshape;
+mod table;
+mod wait;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -74,6 +76,9 @@ pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Ru
 pub(crate) use place::{Evidence, Place};
 pub(crate) use replicas::Placing;
 pub use report::{HostReport, HostState};
+pub(crate) use table::name_of;
+use table::*;
+pub(crate) use wait::{Outlasts, wait};
 
 /// The most entries the table holds (hosts, and the routes of hosts that answered gateway
 /// failures). Past it, a new entry first evicts those that have ended, then the eighth that end
@@ -656,221 +661,6 @@ impl HostStates {
             armed: &self.armed,
         }
     }
-}
-
-/// Whether a health can put an entry into the table.
-fn host_health_fails(health: Health) -> bool {
-    matches!(
-        health,
-        Health::Failed | Health::TimedOut | Health::Silent | Health::Gateway(_)
-    )
-}
-
-/// The request's ticket, if it is of the entry `key`: a request holds one, of the last entry it met
-/// down, and an attempt's answer speaks to that entry's probe only.
-fn mine(ticket: &mut Option<DownTicket>, key: Host) -> Option<DownTicket> {
-    ticket.filter(|ticket| ticket.key == key)
-}
-
-/// Puts back the ticket [`mine`] took out, changed.
-fn put_back(ticket: &mut Option<DownTicket>, mine: Option<DownTicket>) {
-    if let Some(mine) = mine {
-        *ticket = Some(mine);
-    }
-}
-
-/// After a change of `key`'s entry: extends the table's end to the entry's, or removes it when it
-/// has nothing left to keep.
-fn settle(hosts: &mut HashMap<Host, Entry>, latest: &mut Option<Instant>, key: Host, now: Instant) {
-    let Some(entry) = hosts.get_mut(&key) else {
-        return;
-    };
-    if entry.advance(now) {
-        extend_to(latest, entry.ends());
-    } else {
-        hosts.remove(&key);
-    }
-}
-
-/// The table, locked; when the lock is let go with the table empty, requests skip it again.
-struct Guard<'a> {
-    table: std::sync::MutexGuard<'a, Table>,
-    armed: &'a AtomicBool,
-}
-
-impl std::ops::Deref for Guard<'_> {
-    type Target = Table;
-
-    fn deref(&self) -> &Table {
-        &self.table
-    }
-}
-
-impl std::ops::DerefMut for Guard<'_> {
-    fn deref_mut(&mut self) -> &mut Table {
-        &mut self.table
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        if self.table.hosts.is_empty() {
-            self.armed.store(false, Ordering::Release);
-        }
-    }
-}
-
-/// The name of `request`'s host for the reports and errors: `name`, or `name:port` for a port that
-/// is not its scheme's default, in lower case.
-pub(crate) fn name_of(request: &RequestView<'_>) -> Box<str> {
-    let name = request.host().unwrap_or_default().to_ascii_lowercase();
-    match request.port().filter(|port| !matches!(port, 80 | 443)) {
-        Some(port) => format!("{name}:{port}").into_boxed_str(),
-        None => name.into_boxed_str(),
-    }
-}
-
-fn next_id(ids: &mut u64) -> u64 {
-    *ids = ids.wrapping_add(1);
-    *ids
-}
-
-/// `host`'s entry at `now`, moved along to it; `None` if it has none, or it has ended (and is
-/// removed). Past the latest end of any entry the table is emptied first.
-fn live<'a>(
-    hosts: &'a mut HashMap<Host, Entry>,
-    latest: &mut Option<Instant>,
-    host: Host,
-    now: Instant,
-) -> Option<&'a mut Entry> {
-    if latest.is_none_or(|latest| latest <= now) {
-        hosts.clear();
-        *latest = None;
-        return None;
-    }
-    let entry = hosts.get_mut(&host)?;
-    if entry.advance(now) {
-        return hosts.get_mut(&host);
-    }
-    hosts.remove(&host);
-    None
-}
-
-fn extend(latest: &mut Option<Instant>, ends: Instant) {
-    *latest = Some(latest.map_or(ends, |latest| latest.max(ends)));
-}
-
-fn extend_to(latest: &mut Option<Instant>, ends: Option<Instant>) {
-    if let Some(ends) = ends {
-        extend(latest, ends);
-    }
-}
-
-/// Puts `key` in the table with nothing known of it yet, room made first if the table is full:
-/// `false` when there is none, every entry having requests that wait on it.
-fn insert_new(
-    hosts: &mut HashMap<Host, Entry>,
-    key: Host,
-    name: Option<Box<str>>,
-    route: Option<Box<str>>,
-    replica: Option<SocketAddr>,
-    now: Instant,
-) -> bool {
-    if hosts.len() >= MAX_HOSTS && !make_room(hosts, now) {
-        return false;
-    }
-    let entry = Entry {
-        name,
-        route,
-        replica,
-        cooldown: None,
-        health: HostHealth::default(),
-    };
-    hosts.insert(key, entry);
-    true
-}
-
-/// Frees slots: the entries that have ended, or else the eighth of them that end first, so that a
-/// stream of new hosts costs a scan of the table once per `MAX_HOSTS / 8` of them, not each time.
-/// An entry that requests wait on stays: evicted, its waiters would go when their timers fire, all
-/// at once and unpaced. `false` when no slot could be freed.
-fn make_room(hosts: &mut HashMap<Host, Entry>, now: Instant) -> bool {
-    let ends = |entry: &Entry| entry.ends().unwrap_or(now);
-    let kept = |entry: &Entry| entry.health.has_waiters();
-    hosts.retain(|_, entry| kept(entry) || ends(entry) > now);
-    if hosts.len() < MAX_HOSTS {
-        return true;
-    }
-    let mut all: Vec<Instant> = (hosts.values())
-        .filter(|entry| !kept(entry))
-        .map(ends)
-        .collect();
-    if all.is_empty() {
-        return false;
-    }
-    let nth = (MAX_HOSTS / 8).min(all.len() - 1);
-    let (_, &mut last_evicted, _) = all.select_nth_unstable(nth);
-    hosts.retain(|_, entry| kept(entry) || ends(entry) > last_evicted);
-    hosts.len() < MAX_HOSTS
-}
-
-/// What a wait outlasts when a request does not wait for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outlasts {
-    /// The policy's `max_retry_after`.
-    MaxRetryAfter,
-    /// The time left before the deadline.
-    Deadline,
-    /// Nothing: the host is down, and the request fails fast.
-    HostDown,
-}
-
-/// How long a request waits before its attempt to a host, given its admission: until the hold ends
-/// plus `U[0, w]` drawn by `uniform`, with `w = min(asked, max_retry_after − left, time left − left)`
-/// (the rule of `RetryAfterMode::Spread`), or until its slot. `Err` when the hold or the slot
-/// outlasts `max_retry_after` or the time left (`remaining`), or the wait would end at the deadline.
-pub(crate) fn wait(
-    admission: Admission,
-    max_retry_after: Duration,
-    remaining: Option<Duration>,
-    uniform: impl FnOnce(Duration) -> Duration,
-) -> Result<Duration, Outlasts> {
-    let (left, window) = match admission {
-        Admission::Go => return Ok(Duration::ZERO),
-        Admission::Spread(pause) => (pause.left, pause.asked),
-        Admission::Slot(at) => (at, Duration::ZERO),
-        // A request held for a down host waits until it is woken, or its deadline: the hold's own
-        // bound is the breaker's, not `max_retry_after`.
-        Admission::HeldDown(left) => {
-            return match remaining {
-                Some(remaining) if remaining.is_zero() => Err(Outlasts::Deadline),
-                Some(remaining) => Ok(left.min(remaining)),
-                None => Ok(left),
-            };
-        }
-        Admission::Down(_) => return Err(Outlasts::HostDown),
-    };
-    if left > max_retry_after {
-        return Err(Outlasts::MaxRetryAfter);
-    }
-    let mut window = window.min(max_retry_after - left);
-    if let Some(remaining) = remaining {
-        if left >= remaining {
-            return Err(Outlasts::Deadline);
-        }
-        window = window.min(remaining - left);
-    }
-    let wait = left
-        + if window.is_zero() {
-            window
-        } else {
-            uniform(window)
-        };
-    // An attempt due at the deadline itself would have no time to run.
-    if remaining.is_some_and(|remaining| wait >= remaining) {
-        return Err(Outlasts::Deadline);
-    }
-    Ok(wait)
 }
 
 #[cfg(test)]
