@@ -9,7 +9,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn call(api: &str) -> Result<(), Box<dyn std::error::Error>> {
-    // Build the client, and its policy, once, and share it.
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(RetryPolicy::default()))
         .build();

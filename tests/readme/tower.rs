@@ -18,11 +18,9 @@ async fn call(api: &str) -> Result<(), Box<dyn std::error::Error>> {
         .service(reqwest::Client::new());
 
     let request = reqwest::Request::new(reqwest::Method::GET, format!("{api}/get").parse()?);
-    match client.oneshot(request).await {
-        Ok(response) => println!("{}", response.status()),
-        // A `stagger::Error` that says why the retries stopped ("gave up after 11 attempts (max
-        // retries reached)"); the `reqwest::Error`, if there is one, is `error.inner()`.
-        Err(error) => eprintln!("{error} ({:?})", error.inner()),
-    }
+    // An error says why the retries stopped ("gave up after 11 attempts (max retries reached)"),
+    // and `error.inner()` is the `reqwest::Error`, if there is one.
+    let response = client.oneshot(request).await?;
+    println!("{}", response.status());
     Ok(())
 }
