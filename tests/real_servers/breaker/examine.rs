@@ -27,6 +27,10 @@ pub(super) fn examine(
     let label = run.label();
     let mut problem = |text: String| problems.push(format!("{label}: {text}"));
     let calls = &run.calls;
+    if run.mode == Mode::Off {
+        problem("a run with no breaker has no breaker's promises to examine".to_owned());
+        return None;
+    }
     let Some(down) = run.watched.down else {
         problem("the host was never seen down".to_owned());
         return None;
@@ -143,6 +147,7 @@ pub(super) fn examine(
                 }
             }
             (Mode::Hold, Some(_)) => problem(format!("call {n}, held, failed: {}", call.summary())),
+            (Mode::Off, Some(_)) => unreachable!("returned above"),
             (_, None) if call.attempts == 0 => {
                 problem(format!("a call not sent, not rejected: {}", call.summary()))
             }
@@ -156,6 +161,7 @@ pub(super) fn examine(
                     match run.mode {
                         Mode::FailFast => "failed fast",
                         Mode::Hold => "held until it was up",
+                        Mode::Off => unreachable!("returned above"),
                     },
                     call.summary()
                 ));
@@ -201,6 +207,7 @@ pub(super) fn examine(
             quantile(&rejected, 0.99),
             quantile(&rejected, 1.0)
         ),
+        Mode::Off => unreachable!("returned above"),
         Mode::Hold => format!(
             "{} calls held (at most {} at once, {held_at_up} when it came up), for p50 {:?}, max \
              {:?}; {} calls did not end 200",
@@ -266,7 +273,7 @@ pub(super) fn examine_syns(run: &Run, outline: &Outline, syns: &str, problems: &
     }
 }
 
-pub(super) fn assert_kept(problems: &[String]) {
+pub(crate) fn assert_kept(problems: &[String]) {
     assert!(
         problems.is_empty(),
         "{} broken promises:\n{}",
