@@ -117,6 +117,11 @@ impl Visit for Visitor {
 }
 
 /// The breaker's events of one run, each with the call it came with (its number).
+///
+/// An event's `host.scope` says what it is about: the host as a whole (`host`, and events of code
+/// older than the field, which have none), or the route of the request it came with, host and path
+/// (`route`: a `502` without `Retry-After` counts against its route, and the host is down only
+/// after failures from several routes). The host's events and the routes' are kept apart.
 #[derive(Debug, Default)]
 pub(crate) struct HostEvents {
     /// "host down": the call whose failure put the host down, and the failures in a row.
@@ -125,6 +130,10 @@ pub(crate) struct HostEvents {
     pub(crate) probes: Vec<usize>,
     /// "host up": the call whose answer brought the host back, and the calls held then.
     pub(crate) up: Vec<(usize, usize)>,
+    /// The same of a route: the call whose path it is, put down by its own failures.
+    pub(crate) route_down: Vec<(usize, u32)>,
+    pub(crate) route_probes: Vec<usize>,
+    pub(crate) route_up: Vec<(usize, usize)>,
 }
 
 impl HostEvents {
@@ -142,14 +151,64 @@ impl HostEvents {
                 let value = event.get(field).and_then(|value| value.parse().ok());
                 value.unwrap_or_else(|| panic!("{field} in {event:?}"))
             };
+            let route = match event.get("host.scope").map(String::as_str) {
+                None | Some("host") => false,
+                Some("route") => true,
+                Some(other) => panic!("host.scope {other} in {event:?}"),
+            };
+            let (down, probes, up) = if route {
+                (
+                    &mut mine.route_down,
+                    &mut mine.route_probes,
+                    &mut mine.route_up,
+                )
+            } else {
+                (&mut mine.down, &mut mine.probes, &mut mine.up)
+            };
             match state.as_str() {
-                "down" => mine.down.push((n, number("failures") as u32)),
-                "probing" => mine.probes.push(n),
-                "up" => mine.up.push((n, number("held") as usize)),
+                "down" => down.push((n, number("failures") as u32)),
+                "probing" => probes.push(n),
+                "up" => up.push((n, number("held") as usize)),
                 other => panic!("host.state {other}"),
             }
         }
         mine
+    }
+
+    /// The routes' events in a line: how many went down, by which calls, probes, up.
+    pub(crate) fn routes_line(&self) -> String {
+        format!(
+            "{} routes down (by calls {:?}), {} route probes, {} routes up",
+            self.route_down.len(),
+            (self.route_down.iter()).map(|(n, _)| n).collect::<Vec<_>>(),
+            self.route_probes.len(),
+            self.route_up.len()
+        )
+    }
+
+    /// What the routes' events promise, as `problems`: every call asks for a path of its own, so a
+    /// route is put down by its own call's failures in a row, and only that call probes it or
+    /// brings it up.
+    pub(crate) fn route_problems(&self, attempts_of: impl Fn(usize) -> Option<u32>) -> Vec<String> {
+        let mut problems = Vec::new();
+        for &(n, failures) in &self.route_down {
+            match attempts_of(n) {
+                Some(attempts) if attempts >= failures => {}
+                attempts => problems.push(format!(
+                    "route of call {n} down after {failures} failures, the call made {attempts:?} \
+                     attempts"
+                )),
+            }
+        }
+        let downs = |n: &usize| self.route_down.iter().any(|(down, _)| down == n);
+        for n in (self.route_probes.iter()).chain(self.route_up.iter().map(|(n, _)| n)) {
+            if !downs(n) {
+                problems.push(format!(
+                    "call {n} probed or brought up a route that it did not put down: {self:?}"
+                ));
+            }
+        }
+        problems
     }
 
     /// How many probes call `n` went as.

@@ -31,6 +31,9 @@ pub(super) fn examine(
         problem("a run with no breaker has no breaker's promises to examine".to_owned());
         return None;
     }
+    for text in events.route_problems(|n| calls.get(n).map(|call| call.attempts)) {
+        problem(text);
+    }
     let Some(down) = run.watched.down else {
         problem("the host was never seen down".to_owned());
         return None;
@@ -222,13 +225,14 @@ pub(super) fn examine(
         "breaker {label}: {} calls; found down {found_down:?} after the server went, by call {tripped} \
          ({failures} failures in a row); while down ({:?}): {probes} probes ({probes_until_back} until \
          the server was back), gaps {:?} to {:?}; {mode}; up {:?} after the server was back, first \
-         200 {first_200:?} after; {ok_after_up}/{} calls sent after it ended 200",
+         200 {first_200:?} after; {ok_after_up}/{} calls sent after it ended 200; {}",
         calls.len(),
         up - down.at,
         gaps.iter().min().copied().unwrap_or_default(),
         gaps.iter().max().copied().unwrap_or_default(),
         up_after.unwrap_or_default(),
         after_up.len(),
+        events.routes_line(),
     );
     Some(Outline {
         down,
