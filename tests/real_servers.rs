@@ -8,7 +8,9 @@
 //! - a network namespace that drops SYNs, and one that loses 10 % of the packets it receives;
 //! - the breaker through outages of 20 s: nginx answering 502, SYNs dropped, a port refusing;
 //! - three replicas behind one name on 127.0.0.2 to .4, one of them refusing, dropping SYNs,
-//!   answering 503 or slow (`stagger::ReplicaSet`).
+//!   answering 503 or slow (`stagger::ReplicaSet`);
+//! - time as the breaker's evidence (issue 35, item 6), 50 calls/s through outages of 10 s: a host
+//!   blackholed, a port refusing, nginx answering 502 through a restart, a host turning slow.
 //!
 //! nginx runs as a child of the test with a configuration of its own, on a free port, and its access
 //! log says what the server saw. The namespaces need root, iproute2 and iptables. Without nginx, or
@@ -49,6 +51,8 @@ mod restart;
 mod streaming;
 #[path = "real_servers/syn_blackhole.rs"]
 mod syn_blackhole;
+#[path = "real_servers/time_evidence.rs"]
+mod time_evidence;
 
 #[path = "common/harness.rs"]
 mod harness;
@@ -67,6 +71,10 @@ fn main() -> ExitCode {
         async breaker::a_backend_gone_20_s_behind_nginx_is_found_down_and_only_probes_reach_nginx_until_it_is_back [Nginx];
         async breaker::behind_dropped_syns_for_20_s_only_probes_are_sent_and_the_first_after_the_return_connects [Nginx, Netns];
         async breaker::a_port_refusing_for_20_s_is_found_down_probed_alone_and_up_within_1_s_of_a_server_listening [Nginx, Netns];
+        async time_evidence::a_blackholed_host_is_found_down_from_its_silence_and_only_probes_reach_it [Nginx, Netns];
+        async time_evidence::a_port_refusing_for_10_s_is_found_down_and_only_probes_reach_it [Nginx, Netns];
+        async time_evidence::behind_nginx_answering_502_through_a_10_s_restart_no_held_call_with_time_left_fails [Nginx];
+        async time_evidence::a_host_that_turns_from_1_ms_to_300_ms_is_never_found_down_and_every_call_ends_200 [Nginx];
         async hung_upstream::a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499 [Nginx];
         sync limit_req::with_host_cooldown_the_client_gets_90_percent_of_the_quota [Nginx];
         sync limit_req::host_cooldown_draws_fewer_429s_than_no_cooldown [Nginx];

@@ -36,6 +36,7 @@ use reqwest::Method;
 use stagger::{Breaker, HostState, RetryPolicy, StopReason};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
 use tracing::subscriber::{DefaultGuard, Interest};
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -47,11 +48,11 @@ use super::upstream::{Backend, handler};
 use super::{ms, quantile};
 
 #[path = "breaker/events.rs"]
-mod events;
+pub(crate) mod events;
 #[path = "breaker/examine.rs"]
-mod examine;
+pub(crate) mod examine;
 #[path = "breaker/run.rs"]
-mod run;
+pub(crate) mod run;
 
 use events::*;
 use examine::*;

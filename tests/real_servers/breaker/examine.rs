@@ -27,6 +27,13 @@ pub(super) fn examine(
     let label = run.label();
     let mut problem = |text: String| problems.push(format!("{label}: {text}"));
     let calls = &run.calls;
+    if run.mode == Mode::Off {
+        problem("a run with no breaker has no breaker's promises to examine".to_owned());
+        return None;
+    }
+    for text in events.route_problems(|n| calls.get(n).map(|call| call.attempts)) {
+        problem(text);
+    }
     let Some(down) = run.watched.down else {
         problem("the host was never seen down".to_owned());
         return None;
@@ -143,6 +150,7 @@ pub(super) fn examine(
                 }
             }
             (Mode::Hold, Some(_)) => problem(format!("call {n}, held, failed: {}", call.summary())),
+            (Mode::Off, Some(_)) => unreachable!("returned above"),
             (_, None) if call.attempts == 0 => {
                 problem(format!("a call not sent, not rejected: {}", call.summary()))
             }
@@ -156,6 +164,7 @@ pub(super) fn examine(
                     match run.mode {
                         Mode::FailFast => "failed fast",
                         Mode::Hold => "held until it was up",
+                        Mode::Off => unreachable!("returned above"),
                     },
                     call.summary()
                 ));
@@ -201,6 +210,7 @@ pub(super) fn examine(
             quantile(&rejected, 0.99),
             quantile(&rejected, 1.0)
         ),
+        Mode::Off => unreachable!("returned above"),
         Mode::Hold => format!(
             "{} calls held (at most {} at once, {held_at_up} when it came up), for p50 {:?}, max \
              {:?}; {} calls did not end 200",
@@ -215,13 +225,14 @@ pub(super) fn examine(
         "breaker {label}: {} calls; found down {found_down:?} after the server went, by call {tripped} \
          ({failures} failures in a row); while down ({:?}): {probes} probes ({probes_until_back} until \
          the server was back), gaps {:?} to {:?}; {mode}; up {:?} after the server was back, first \
-         200 {first_200:?} after; {ok_after_up}/{} calls sent after it ended 200",
+         200 {first_200:?} after; {ok_after_up}/{} calls sent after it ended 200; {}",
         calls.len(),
         up - down.at,
         gaps.iter().min().copied().unwrap_or_default(),
         gaps.iter().max().copied().unwrap_or_default(),
         up_after.unwrap_or_default(),
         after_up.len(),
+        events.routes_line(),
     );
     Some(Outline {
         down,
@@ -266,7 +277,7 @@ pub(super) fn examine_syns(run: &Run, outline: &Outline, syns: &str, problems: &
     }
 }
 
-pub(super) fn assert_kept(problems: &[String]) {
+pub(crate) fn assert_kept(problems: &[String]) {
     assert!(
         problems.is_empty(),
         "{} broken promises:\n{}",

@@ -3,23 +3,28 @@
 use super::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
+pub(crate) enum Mode {
     FailFast,
     Hold,
+    /// No breaker (`.breaker(None)`): the runs a breaker's are measured against.
+    Off,
 }
 
 impl Mode {
-    pub(super) fn breaker(self) -> Breaker {
+    /// The breaker of this suite's runs: holding past the outage.
+    pub(super) fn breaker(self) -> Option<Breaker> {
         match self {
-            Self::FailFast => Breaker::fail_fast(),
-            Self::Hold => Breaker::hold(HOLD),
+            Self::FailFast => Some(Breaker::fail_fast()),
+            Self::Hold => Some(Breaker::hold(HOLD)),
+            Self::Off => None,
         }
     }
 
-    pub(super) fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::FailFast => "fail-fast",
             Self::Hold => "hold",
+            Self::Off => "off",
         }
     }
 }
@@ -41,30 +46,30 @@ pub(super) fn probe_delay(k: usize) -> Duration {
 }
 
 /// Now, on the wall clock, as nginx stamps its log.
-pub(super) fn wall() -> Duration {
+pub(crate) fn wall() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
 }
 
 /// How one call ended.
 #[derive(Debug)]
-pub(super) struct Ended {
+pub(crate) struct Ended {
     /// When it was sent and when it ended, since the run's start; when it ended on the wall clock.
-    pub(super) sent: Duration,
-    pub(super) ended: Duration,
-    pub(super) ended_wall: Duration,
+    pub(crate) sent: Duration,
+    pub(crate) ended: Duration,
+    pub(crate) ended_wall: Duration,
     /// It ended in the poll that sent it: nothing was waited for.
-    pub(super) at_once: bool,
-    pub(super) status: Option<u16>,
-    pub(super) attempts: u32,
-    pub(super) stop: StopReason,
-    pub(super) took: Duration,
+    pub(crate) at_once: bool,
+    pub(crate) status: Option<u16>,
+    pub(crate) attempts: u32,
+    pub(crate) stop: StopReason,
+    pub(crate) took: Duration,
     /// The policy did not send it: why, the host it names, and the time to the next probe it gives.
-    pub(super) rejected: Option<(StopReason, Option<String>, Duration)>,
-    pub(super) error: Option<String>,
+    pub(crate) rejected: Option<(StopReason, Option<String>, Duration)>,
+    pub(crate) error: Option<String>,
 }
 
 impl Ended {
-    pub(super) fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let ended = match (self.status, &self.error) {
             (Some(status), _) => status.to_string(),
             (None, error) => error.clone().unwrap_or_default(),
@@ -81,7 +86,7 @@ impl Ended {
 }
 
 /// Sends a GET to `url` with `id` as its `x-request-id`, and reads its answer's body.
-pub(super) async fn send(client: Client, url: String, id: String, start: Instant) -> Ended {
+pub(crate) async fn send(client: Client, url: String, id: String, start: Instant) -> Ended {
     let request = client
         .request(Method::GET, &url)
         .header("x-request-id", &id);
@@ -118,35 +123,35 @@ pub(super) async fn send(client: Client, url: String, id: String, start: Instant
 
 /// What reached the server when the watch first saw the host down, or when the outage ended.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Seen {
+pub(crate) struct Seen {
     /// Since the run's start, and on the wall clock.
-    pub(super) at: Duration,
-    pub(super) wall: Duration,
+    pub(crate) at: Duration,
+    pub(crate) wall: Duration,
     /// The probes the policy had sent.
-    pub(super) probes: u32,
+    pub(crate) probes: u32,
     /// What the server had counted (SYNs), read with every call stopped; `None` where the test
     /// reads nginx's log instead.
-    pub(super) reached: Option<u64>,
+    pub(crate) reached: Option<u64>,
 }
 
 /// What the watch saw of the host's state, looked at every millisecond.
 #[derive(Debug, Default)]
-pub(super) struct Watched {
+pub(crate) struct Watched {
     /// When it was first seen down.
-    pub(super) down: Option<Seen>,
+    pub(crate) down: Option<Seen>,
     /// When it was first seen not down after that.
-    pub(super) up: Option<Duration>,
+    pub(crate) up: Option<Duration>,
     /// When the policy first counted each probe, since the run's start.
-    pub(super) probes: Vec<Duration>,
+    pub(crate) probes: Vec<Duration>,
     /// The most calls seen held at once.
-    pub(super) held: usize,
+    pub(crate) held: usize,
     /// How many times the host was seen going down.
-    pub(super) downs: u32,
+    pub(crate) downs: u32,
 }
 
 /// What `policy` knows of `host`: of the host itself, or else of the path every call asks for, `/`
 /// (a host answering gateway failures is down on the paths that failed, not as a whole).
-pub(super) fn state_of(policy: &RetryPolicy, host: &str) -> HostState {
+pub(crate) fn state_of(policy: &RetryPolicy, host: &str) -> HostState {
     match policy.host_state(host) {
         HostState::Up { .. } => policy.route_state(host, "/"),
         state => state,
@@ -154,7 +159,7 @@ pub(super) fn state_of(policy: &RetryPolicy, host: &str) -> HostState {
 }
 
 /// Watches `host`'s state in `policy` until `done`; `reached` reads what reached the server.
-pub(super) async fn watch(
+pub(crate) async fn watch(
     policy: &RetryPolicy,
     host: &str,
     start: Instant,
@@ -203,28 +208,42 @@ pub(super) async fn watch(
 
 /// When the server was back, and what the policy and the server counted just before.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Returned {
-    pub(super) seen: Seen,
+pub(crate) struct Returned {
+    pub(crate) seen: Seen,
     /// The host's state then.
-    pub(super) state: HostState,
+    pub(crate) state: HostState,
 }
 
 /// One adapter's run of a scenario, before it runs: its policy, its client, its host.
-pub(super) struct Setup {
-    pub(super) adapter: Adapter,
-    pub(super) mode: Mode,
-    pub(super) policy: RetryPolicy,
-    pub(super) client: Client,
+pub(crate) struct Setup {
+    pub(crate) adapter: Adapter,
+    pub(crate) mode: Mode,
+    pub(crate) policy: RetryPolicy,
+    pub(crate) client: Client,
     /// The host as the policy names it, `ip:port`.
-    pub(super) host: String,
+    pub(crate) host: String,
     /// Its calls' paths start with `/{tag}/`.
-    pub(super) tag: String,
-    pub(super) start: Instant,
+    pub(crate) tag: String,
+    pub(crate) start: Instant,
+    /// A call leaves this long after the one before.
+    pub(crate) every: Duration,
 }
 
 impl Setup {
     pub(super) fn new(adapter: Adapter, mode: Mode, host: String) -> Self {
-        let policy = policy(mode);
+        Self::of(adapter, mode, policy(mode), host, EVERY, "")
+    }
+
+    /// A run of `policy` (whose breaker `mode` names) through `adapter` to `host`, a GET every
+    /// `every`; `name` sets its calls apart from other runs' of the same mode and adapter.
+    pub(crate) fn of(
+        adapter: Adapter,
+        mode: Mode,
+        policy: RetryPolicy,
+        host: String,
+        every: Duration,
+        name: &str,
+    ) -> Self {
         Self {
             adapter,
             mode,
@@ -232,17 +251,18 @@ impl Setup {
             policy,
             host,
             tag: format!(
-                "{}-{}",
+                "{name}{}-{}",
                 mode.as_str(),
                 format!("{adapter:?}").to_lowercase()
             ),
             start: Instant::now(),
+            every,
         }
     }
 
-    /// A GET every `EVERY` from the start to `until` (each to a path of its own, `/{tag}/{n}`),
+    /// A GET every `every` from the start to `until` (each to a path of its own, `/{tag}/{n}`),
     /// beside `outage` and a watch on the host; `reached` reads what reached the server.
-    pub(super) async fn drive<T>(
+    pub(crate) async fn drive<T>(
         &self,
         until: Duration,
         reached: Option<&dyn Fn() -> u64>,
@@ -252,7 +272,7 @@ impl Setup {
         let calls = async {
             let mut calls = Vec::new();
             for n in 0.. {
-                let at = EVERY * n;
+                let at = self.every * n;
                 if at > until {
                     break;
                 }
@@ -274,7 +294,7 @@ impl Setup {
 
     /// Reads the host's state and what reached the server, then calls `back` to end the outage: all
     /// at once, no call going meanwhile.
-    pub(super) fn end_outage(
+    pub(crate) fn end_outage(
         &self,
         reached: Option<&dyn Fn() -> u64>,
         back: impl FnOnce(),
@@ -324,14 +344,14 @@ pub(super) struct Run {
     pub(super) adapter: Adapter,
     pub(super) mode: Mode,
     /// Its calls' paths start with `/{tag}/`.
-    pub(super) tag: String,
+    pub(crate) tag: String,
     /// The host as the policy names it, `ip:port`.
-    pub(super) host: String,
+    pub(crate) host: String,
     /// When the server went, since the start.
-    pub(super) gone: Duration,
-    pub(super) returned: Returned,
-    pub(super) calls: Vec<Ended>,
-    pub(super) watched: Watched,
+    pub(crate) gone: Duration,
+    pub(crate) returned: Returned,
+    pub(crate) calls: Vec<Ended>,
+    pub(crate) watched: Watched,
 }
 
 impl Run {
