@@ -236,8 +236,18 @@ async fn default_policies_each_open_a_default_budget_of_their_own() {
     while let Decision::Retry(_) = spend_a_retry(&spent) {
         granted += 1;
     }
-    // 10 retries/s over 10 s in reserve, plus 0.2 per request: n = 100 + 0.2 × n.
-    assert_eq!(granted, 125);
+    // At once, one second of the floor, 10 retries, plus 0.2 per request: n = 10 + 0.2 × n.
+    assert_eq!(granted, 12);
+    // Over the window, as it is earned, trying every 100 ms until refused: the 100 retries the floor
+    // holds over 10 s, plus 0.2 per request, those granted and the 99 refused before the last try:
+    // n = 100 + 0.2 × (n + 99).
+    for _ in 1..100 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+        while let Decision::Retry(_) = spend_a_retry(&spent) {
+            granted += 1;
+        }
+    }
+    assert_eq!(granted, 149);
     assert!(matches!(spend_a_retry(&other), Decision::Retry(_)));
     assert!(matches!(
         spend_a_retry(&RetryPolicy::default()),

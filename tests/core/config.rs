@@ -152,6 +152,17 @@ async fn a_budget_switched_off_reshaped_or_left_at_its_default_does_what_its_sha
     }
     succeed(&one_each, 20);
     tokio::time::advance(Duration::from_secs(30)).await;
+    // Half a minute on, the window still holds those requests' 20 retries and the call's own, but
+    // the budget pays them out at the rate they are earned: at once, a burst spends what the last
+    // ticks' requests paid in, here none but the call's, so the least a burst may spend (one
+    // timeout's cost, 4 retries).
+    assert_eq!(
+        one_failing_call(&one_each, unavailable()),
+        (4, StopReason::Budget)
+    );
+    // Requests sent now pay for retries at once: the next failing call retries once for each of
+    // them and once on its own deposit.
+    succeed(&one_each, 20);
     assert_eq!(
         one_failing_call(&one_each, unavailable()),
         (21, StopReason::Budget)

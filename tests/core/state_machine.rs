@@ -119,14 +119,19 @@ async fn the_default_budget_allows_a_fifth_of_the_requests_beyond_its_floor() {
         .seed(3)
         .build()
         .unwrap();
+    // 1 000 failing requests over the window, 10 every 100 ms: the budget pays its allowance out at
+    // the rate it is earned, so the requests come as the window fills.
     let mut granted = 0;
-    for _ in 0..1000 {
-        let mut state = policy.start();
-        if let Decision::Retry(_) = state.decide(Attempt::new(unavailable()), None) {
-            // Sent: a retry decided but never sent is given back to the budget.
-            state.begin_retry(None).unwrap();
-            granted += 1;
+    for _ in 0..100 {
+        for _ in 0..10 {
+            let mut state = policy.start();
+            if let Decision::Retry(_) = state.decide(Attempt::new(unavailable()), None) {
+                // Sent: a retry decided but never sent is given back to the budget.
+                state.begin_retry(None).unwrap();
+                granted += 1;
+            }
         }
+        tokio::time::advance(Duration::from_millis(100)).await;
     }
     // 10 retries/s over a 10 s window in reserve, plus 20 % of 1000 requests.
     assert_eq!(granted, 100 + 200);

@@ -44,18 +44,23 @@ fn herd_policy() -> RetryPolicyBuilder {
 async fn the_default_budget_bounds_a_herd_under_a_total_outage() {
     let (hits, stops) = herd(herd_policy()).await;
     // The default budget (20 %, 10/s over 10 s) holds a reserve of 10 × 10 = 100 retries, and the 100
-    // requests deposit 20 % of 100 = 20 more. The calls could make 300 retries between them
-    // (max_retries 3, 400 requests without a budget): they make the 120 the budget holds, and stop.
-    assert_eq!(hits, 100 + 100 + 20, "{hits} requests");
+    // requests deposit 20 % of 100 = 20 more, and pays that out at the rate it is earned: at once,
+    // one second of the floor and what the last 200 ms of requests paid in, 10 + 20. The calls could
+    // make 300 retries between them (max_retries 3, 400 requests without a budget): they make those
+    // 30 (and one more for each 100 ms the herd takes, the floor's 10 a second), and stop.
+    assert!(
+        (100 + 10 + 20..=100 + 10 + 20 + 5).contains(&hits),
+        "{hits} requests"
+    );
     let budget_stops = stops.iter().filter(|&&s| s == StopReason::Budget).count();
     let max_retries_stops = stops
         .iter()
         .filter(|&&s| s == StopReason::MaxRetries)
         .count();
-    // 120 retries, three to a call that reaches max_retries: at most 40 calls do, the others stop on
-    // the budget.
+    // 30 to 35 retries, three to a call that reaches max_retries: at most 11 calls do, the others
+    // stop on the budget.
     assert!(
-        max_retries_stops <= 40,
+        max_retries_stops <= 11,
         "{max_retries_stops} reached max_retries"
     );
     assert_eq!(budget_stops + max_retries_stops, 100);

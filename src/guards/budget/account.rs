@@ -3,7 +3,6 @@
 //! and the pace its retries are spent at, which never runs ahead of what the requests earn by more
 //! than one second's worth.
 
-use std::num::NonZeroU64;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -11,9 +10,15 @@ use std::time::Duration;
 use crate::time::Instant;
 
 use super::{RetryBudgetBuilder, credit};
-use crate::guards::hosts::{CREDIT_KEY_MASK, Host};
+use crate::guards::hosts::Host;
 
 mod carry;
+mod pace;
+mod withdrawal;
+
+use pace::{Pace, Recent};
+use withdrawal::Source;
+pub(crate) use withdrawal::Withdrawal;
 
 /// Slots across the window: a deposit expires between 90 % and 100 % of the window after it was made.
 const SLOTS: usize = 10;
@@ -21,54 +26,6 @@ const SLOTS: usize = 10;
 const RETRY_COST: i64 = 100_000;
 /// A deposit reads the clock once in this many, to move the window along without a per-request clock.
 const CLOCK_EVERY: u64 = 64;
-
-/// One retry taken from a [`RetryBudget`]: the slot it was taken in, or the starting credit it was
-/// taken from, plus one (so that an `Option<Withdrawal>` is a single word).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Withdrawal(NonZeroU64);
-
-/// The low 56 bits of a withdrawal: a slot's epoch, or a credit.
-const SOURCE: u64 = (1 << 56) - 1;
-/// The source of a withdrawal from the account's own starting credit: no slot has it.
-const FROM_CREDIT: u64 = SOURCE;
-/// The bit of a withdrawal from a host's starting credit, whose key is in the bits below it. No slot
-/// has it either: 2⁵⁵ slots of 100 ms are 114 years.
-const FROM_HOST_CREDIT: u64 = 1 << 55;
-
-/// Where a withdrawal was taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    /// The slot of this epoch.
-    Slot(u64),
-    /// The account's own starting credit.
-    Credit,
-    /// The starting credit of the host whose key this is.
-    HostCredit(u64),
-}
-
-impl Withdrawal {
-    /// The source in the low 56 bits (a slot's epoch: 228 years of 100 ms slots), how many retries'
-    /// worth in the top 8.
-    fn new(source: Source, times: u8) -> Self {
-        let source = match source {
-            Source::Slot(epoch) => epoch & (FROM_HOST_CREDIT - 1),
-            Source::Credit => FROM_CREDIT,
-            Source::HostCredit(key) => FROM_HOST_CREDIT | (key & CREDIT_KEY_MASK),
-        };
-        let packed = (u64::from(times) << 56) | source;
-        Self(NonZeroU64::MIN.saturating_add(packed))
-    }
-
-    fn parts(self) -> (Source, u8) {
-        let packed = self.0.get() - 1;
-        let source = match packed & SOURCE {
-            FROM_CREDIT => Source::Credit,
-            bits if bits & FROM_HOST_CREDIT != 0 => Source::HostCredit(bits & CREDIT_KEY_MASK),
-            epoch => Source::Slot(epoch),
-        };
-        (source, (packed >> 56) as u8)
-    }
-}
 
 /// What a retry is of, which decides what it may spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,8 +50,9 @@ const RECENT_SLOTS: u64 = 2;
 /// pay for yet, may spend.
 const STARTING_CREDIT_SECONDS: i64 = 1;
 
-/// The account behind a [`RetryBudget`] and all its clones: a Finagle-style sliding window of deposits
-/// (one per request) and withdrawals (one per retry) over a floor of retries per second.
+/// The account behind a [`RetryBudget`](super::RetryBudget) and all its clones: a Finagle-style
+/// sliding window of deposits (one per request) and withdrawals (one per retry) over a floor of
+/// retries per second, and the pace they are spent at.
 #[derive(Debug)]
 pub(crate) struct Account {
     origin: Instant,
@@ -106,6 +64,8 @@ pub(crate) struct Account {
     /// What each slot's retries took out, in units.
     taken: [AtomicI64; SLOTS],
     deposits: AtomicU64,
+    /// What the requests of the last ticks paid in: what the pace lets a burst spend at once.
+    recent: Recent,
     reserve: i64,
     deposit: i64,
     /// What is left of the starting credit, in units, for the timeouts of requests without a host
@@ -138,6 +98,7 @@ impl Account {
             paid: Default::default(),
             taken: Default::default(),
             deposits: AtomicU64::new(0),
+            recent: Recent::default(),
             reserve,
             deposit,
             credit: AtomicI64::new(credit_size),
@@ -160,6 +121,9 @@ impl Account {
         }
         let epoch = self.epoch.load(Ordering::Relaxed);
         self.paid[slot_of(epoch)].fetch_add(self.deposit, Ordering::Relaxed);
+        if self.paced {
+            self.recent.add(self.deposit);
+        }
     }
 
     /// Takes one retry of `kind` for a request to `host` of a call that started at `call_started`, if
@@ -194,7 +158,7 @@ impl Account {
                 balance >= cost && recent >= cost
             }
         };
-        if affordable && (!self.paced || self.pace(&mut pace, epoch, now, cost, balance)) {
+        if affordable && (!self.paced || self.pace(&mut pace, now, cost, balance)) {
             self.taken[slot_of(epoch)].fetch_add(cost, Ordering::Relaxed);
             return Some(Withdrawal::new(Source::Slot(epoch), times));
         }
@@ -222,21 +186,16 @@ impl Account {
 
     /// Whether `cost` units may be spent at `now`, at the pace the requests earn them, and if so,
     /// spends them from the pace's bucket: refilled with what each request pays in as it comes and
-    /// the floor as time goes, it holds at most the floor's whole window and what the requests of
-    /// the window's busiest two slots paid in (at least one timeout's cost), and never more than the
-    /// window allows (`balance`): what the window held back is earned anew, not banked for its
-    /// release.
-    fn pace(&self, pace: &mut Pace, epoch: u64, now: Instant, cost: i64, balance: i64) -> bool {
-        let busiest = (0..SLOTS as u64)
-            .map(|k| sum(&self.paid, k..k + 2, epoch))
-            .max()
-            .unwrap_or(0);
-        let capacity = self
-            .reserve
-            .saturating_add(busiest)
+    /// the floor as time goes, it holds at most one second of the floor and what the requests of
+    /// the last two ticks (a tenth of a slot each: 100 ms by default) paid in (at least one
+    /// timeout's cost), and never more than the window allows (`balance`): what a calm spell banked
+    /// is spent as it is earned again, not at once.
+    fn pace(&self, pace: &mut Pace, now: Instant, cost: i64, balance: i64) -> bool {
+        let floor = i64::from(self.shape.min_per_second).saturating_mul(RETRY_COST);
+        let capacity = floor
+            .saturating_add(self.recent.paid())
             .max(RETRY_COST * i64::from(TIMEOUT_COST));
         let deposits = self.deposits.load(Ordering::Relaxed);
-        let floor = i64::from(self.shape.min_per_second).saturating_mul(RETRY_COST);
         pace.refill(now, deposits, self.deposit, floor, capacity);
         pace.ready = pace.ready.min(balance.max(0));
         pace.spend(cost)
@@ -278,6 +237,7 @@ impl Account {
     /// Moves the window to `now`, clearing the slots that expired; the caller holds `rotation`.
     fn rotate(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.origin);
+        self.recent.advance(elapsed, self.slot);
         let target =
             u64::try_from(elapsed.as_nanos() / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX);
         let current = self.epoch.load(Ordering::Relaxed);
@@ -290,61 +250,6 @@ impl Account {
             self.epoch.store(target, Ordering::Relaxed);
         }
         target.max(current)
-    }
-}
-
-/// The pace retries are spent at: a bucket of what may be spent now, refilled with what the requests
-/// earn as they earn it (each its deposit, and the floor as time goes), holding at most the floor's
-/// whole window (spendable at once, as a client sending few requests needs) and what the requests of
-/// the window's busiest two slots paid in (a burst of requests failing together retries its share at
-/// once, a quiet client what its few requests banked), never the whole window of a busy client.
-///
-/// The window bounds how much is spent; the bucket, how fast. Without it, the allowance the window
-/// banked over a calm spell is spent in the first moments of an outage, and comes back in one burst
-/// a window later, when those withdrawals expire: an echo of the outage's first moments every window
-/// (2 900 retries in one second, every 10 s, in the dead-host herd). Spent no faster than it is
-/// earned, it comes back as smoothly as it goes.
-#[derive(Debug, Default)]
-struct Pace {
-    /// Units that may be spent now.
-    ready: i64,
-    /// When `ready` was last refilled; `None` before the first withdrawal (the bucket starts full).
-    at: Option<Instant>,
-    /// The account's deposits counted into `ready` so far.
-    deposits: u64,
-}
-
-impl Pace {
-    /// Refills the bucket at `now`, with `deposits` (the account's count) of `deposit` units each
-    /// and `floor` units a second, up to `capacity`.
-    fn refill(&mut self, now: Instant, deposits: u64, deposit: i64, floor: i64, capacity: i64) {
-        let ready = match self.at {
-            None => capacity,
-            Some(at) => {
-                let new = i64::try_from(deposits.wrapping_sub(self.deposits)).unwrap_or(i64::MAX);
-                let elapsed = now.saturating_duration_since(at).as_secs_f64();
-                self.ready
-                    .saturating_add(new.saturating_mul(deposit))
-                    .saturating_add((floor as f64 * elapsed) as i64)
-            }
-        };
-        self.ready = ready.min(capacity);
-        self.at = Some(now);
-        self.deposits = deposits;
-    }
-
-    /// Spends `cost` units, if the bucket has them.
-    fn spend(&mut self, cost: i64) -> bool {
-        if self.ready < cost {
-            return false;
-        }
-        self.ready -= cost;
-        true
-    }
-
-    /// A withdrawal never spent comes back.
-    fn give_back(&mut self, cost: i64) {
-        self.ready = self.ready.saturating_add(cost);
     }
 }
 
@@ -424,6 +329,17 @@ mod tests {
         granted
     }
 
+    /// What `budget` grants over `span`, drained every tenth of a second (at 0 s, 0.1 s, …, the last
+    /// tenth before `span`): what a caller retrying as often as it may gets.
+    async fn drain_over(budget: &RetryBudget, span: Duration) -> u32 {
+        let mut granted = 0;
+        for _ in 0..span.as_millis() / 100 {
+            granted += drain(budget);
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        granted
+    }
+
     #[tokio::test(start_paused = true)]
     async fn ratios_are_exact() {
         for (ratio, want) in [
@@ -453,8 +369,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_floor_is_min_per_second_over_the_window() {
+        // At once, one second of the floor; over the window, the whole window's, as it is earned.
         let b = budget(0.0, 10, 10);
-        assert_eq!(drain(&b), 100);
+        assert_eq!(drain(&b), 10);
+        let b = budget(0.0, 10, 10);
+        assert_eq!(drain_over(&b, Duration::from_secs(10)).await, 100);
     }
 
     #[tokio::test(start_paused = true)]
@@ -496,11 +415,11 @@ mod tests {
             }
             tokio::time::advance(Duration::from_millis(100)).await;
         }
-        // The outage: at once, the floor's window and the share of the busiest two seconds' requests
-        // (100 + 40, give or take the last 63 requests, which land in the slot of the last clock
-        // reading), not the 300 the window holds.
+        // The outage: at once, one second of the floor and the share of the last two ticks' requests
+        // (10 + 4, give or take the requests since the last clock reading, which land in its tick
+        // and leave with it), not the 300 the window holds.
         let at_once = drain(&b);
-        assert!((100..=160).contains(&at_once), "{at_once}");
+        assert!((10..=16).contains(&at_once), "{at_once}");
         // Then what the requests earn, as they earn it: 100 a second pay in 20, the floor 10.
         let mut per_second = Vec::new();
         for _ in 0..20 {
@@ -515,16 +434,23 @@ mod tests {
             per_second.push(granted);
         }
         // Never a burst as the first withdrawals expire, 10 s later: the allowance comes back as it
-        // is earned, 30 a second, once the window has been paid back for the first moments' share
-        // (seconds 6 to 9 of the outage, while the window's bound holds).
+        // is earned, 30 a second, but for the outage's tenth second, when the window's bound pays it
+        // back for the first moment's share.
         assert!(per_second.iter().all(|&n| n <= 32), "{per_second:?}");
         assert!(
-            per_second[10..].iter().all(|&n| (28..=32).contains(&n)),
+            per_second
+                .iter()
+                .enumerate()
+                .all(|(second, &n)| second == 9 || (28..=32).contains(&n)),
             "{per_second:?}"
         );
         // The window's bound holds throughout: over any 10 s, at most 300.
         let first_ten: u32 = at_once + per_second[..9].iter().sum::<u32>();
         assert!(first_ten <= 300, "{first_ten}");
+        // And the whole allowance is there, spent as it is earned rather than at once: over the
+        // outage's first two windows, nearly all of the 600 they allow.
+        let twenty: u32 = at_once + per_second.iter().sum::<u32>();
+        assert!((580..=600).contains(&twenty), "{twenty}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -559,8 +485,9 @@ mod tests {
         assert!(b.withdraw(RetryKind::Timeout, None, t0).is_some());
         // One second of the floor, 10 retries' worth, is two timeouts' retries at 4 each.
         assert!(b.withdraw(RetryKind::Timeout, None, t0).is_none());
-        // The floor itself is untouched.
-        assert_eq!(drain(&b), 100);
+        // The floor itself is untouched: one second of it at once, the window's over the window.
+        assert_eq!(drain(&b), 10);
+        assert_eq!(drain_over(&b, Duration::from_secs(10)).await, 90);
     }
 
     #[tokio::test(start_paused = true)]

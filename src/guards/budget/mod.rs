@@ -53,6 +53,16 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 /// plus [`min_per_second`](Self::min_per_second) times the window's length in seconds: under a total
 /// outage, the failing server sees at most `1 + ratio` times its load, plus that floor.
 ///
+/// # Pace
+///
+/// The window bounds how many retries are spent; the pace, how fast. The allowance is paid out at
+/// the rate it is earned: each request's share as it comes, and the floor as time goes. At once, a
+/// burst of failures may spend one second of the floor and what the requests of the last fiftieth of
+/// the window (200 ms by default) paid in, never what a calm spell banked. Spent at once, that would
+/// leave in an outage's first moments and come back in one burst a window later, when those retries
+/// expire: an echo every window (2 900 retries in one second, every 10 s, in the repository's
+/// dead-host herd without a breaker). Paid out as it is earned, it comes back as smoothly as it went.
+///
 /// # Why a budget, and not just `max_retries`
 ///
 /// `max_retries` bounds what one request costs, not what a fleet costs: when a dependency fails
@@ -116,12 +126,13 @@ pub(crate) use account::{Account, RetryKind, Withdrawal};
 ///     .budget(backend)
 ///     .build()?;
 ///
-/// // The backend is down. A read retries until the budget is spent: the floor, 5 a second over
-/// // 10 s, and a tenth of a retry for the one request sent.
+/// // The backend is down. A read retries until the budget is spent: paid out as it is earned, that
+/// // is one second of the floor at once, 5 retries (and a tenth of a retry for the one request
+/// // sent); the rest of the window's 50 comes at 5 a second.
 /// let down = || async { Err::<(), _>("connection refused") };
 /// let refused = |_: &Result<(), &str>| Outcome::RetrySafe(Reason::Connect);
 /// let read = stagger::retry(&reads, down, refused).await.unwrap_err();
-/// assert_eq!(read.info().retries(), 50);
+/// assert_eq!(read.info().retries(), 5);
 /// assert_eq!(read.info().stop_reason(), Some(StopReason::Budget));
 ///
 /// // The write draws on the same account: nothing is left for it, and it is not retried.

@@ -18,7 +18,8 @@ impl Account {
     /// - every request's deposit within its window stays, in the slot of the time it was made,
     ///   worth the new ratio (what a deposit is worth is the ratio's; an account whose ratio was
     ///   zero kept no trace of its requests, and carries none);
-    /// - the first's pace carries: what may be spent now, and since when.
+    /// - the first's pace carries: what may be spent now, and since when, and what its requests of
+    ///   the last ticks paid in (worth the new ratio, as of now), which bounds what a burst may spend.
     ///
     /// A window longer than the old one holds what the old held, no more; a shorter one what fell
     /// within it.
@@ -33,9 +34,14 @@ impl Account {
             u64::try_from(elapsed.as_nanos() / account.slot.as_nanos().max(1)).unwrap_or(u64::MAX);
         account.epoch.store(epoch, Ordering::Relaxed);
         let new_slot = account.slot.as_nanos().max(1);
+        let mut recent = 0;
         for (n, old) in from.iter().enumerate() {
             let pace = old.lock();
             let old_epoch = old.rotate(now);
+            let worth = |paid: i64| match old.deposit {
+                0 => 0,
+                deposit => (paid as f64 * account.deposit as f64 / deposit as f64) as i64,
+            };
             for back in 0..SLOTS as u64 {
                 let Some(old_slot) = old_epoch.checked_sub(back) else {
                     break;
@@ -52,13 +58,9 @@ impl Account {
                 if slot > epoch || epoch - slot >= SLOTS as u64 {
                     continue;
                 }
-                let paid = old.paid[slot_of(old_slot)].load(Ordering::Relaxed);
-                let worth = match old.deposit {
-                    0 => 0,
-                    deposit => (paid as f64 * account.deposit as f64 / deposit as f64) as i64,
-                };
+                let paid = worth(old.paid[slot_of(old_slot)].load(Ordering::Relaxed));
                 let taken = old.taken[slot_of(old_slot)].load(Ordering::Relaxed);
-                account.paid[slot_of(slot)].fetch_add(worth, Ordering::Relaxed);
+                account.paid[slot_of(slot)].fetch_add(paid, Ordering::Relaxed);
                 account.taken[slot_of(slot)].fetch_add(taken, Ordering::Relaxed);
             }
             if n == 0 {
@@ -72,8 +74,11 @@ impl Account {
                     // The new account counts its own deposits from none.
                     deposits: 0,
                 };
+                recent = worth(old.recent.paid());
             }
         }
+        account.recent.advance(elapsed, account.slot);
+        account.recent.add(recent);
         let spent = first.credit_size - first.credit.load(Ordering::Relaxed);
         let credit = (account.credit_size - spent).clamp(0, account.credit_size);
         account.credit.store(credit, Ordering::Relaxed);
@@ -164,6 +169,16 @@ mod tests {
         tokio::time::advance(secs(5)).await;
         // At 11 s the old window would have let the first ten go; a 20 s window holds them.
         assert_eq!(drain(&longer), 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_the_last_requests_paid_in_still_bounds_a_burst() {
+        let old = Account::new(shape(1.0, 0, 10));
+        deposit(&old, 20);
+        // No floor: at once, what the last ticks' requests paid in, 20 retries' worth at 1.0 (the
+        // least a burst may spend, a timeout's cost, were it forgotten).
+        let carried = Account::carried(shape(1.0, 0, 20), &[&old], Instant::now());
+        assert_eq!(drain(&carried), 20);
     }
 
     #[tokio::test(start_paused = true)]
