@@ -220,8 +220,14 @@ async fn each_retry_goes_to_a_replica_the_call_has_not_tried() {
     for n in 2..=4 {
         fleet.set(n, Mode::Unavailable);
     }
-    // No breaker: every attempt is answered 503, and three attempts reach three replicas.
-    let policy = policy(&set).max_retries(2).breaker(None).build().unwrap();
+    // No breaker, no budget (50 calls in a row retried twice each are not what it allows at once):
+    // every attempt is answered 503, and three attempts reach three replicas.
+    let policy = policy(&set)
+        .max_retries(2)
+        .breaker(None)
+        .budget(None)
+        .build()
+        .unwrap();
     let service = stack(&fleet, &set, policy);
     for _ in 0..50 {
         let ended = call(service.clone()).await;

@@ -19,7 +19,7 @@ use crate::engine::policy::RetryPolicy;
 use crate::engine::policy_guards::Tickets;
 use crate::error::Rejected;
 use crate::guards::host_state::{
-    self, Admission, Change, Evidence, HostReport, HostState, Pause, Place, ProbeDelays,
+    self, Admission, Change, Deadline, Evidence, HostReport, HostState, Pause, Place, ProbeDelays,
     ProbeSchedule, Rules, Scope,
 };
 use crate::guards::hosts::Host;
@@ -121,6 +121,18 @@ impl RetryPolicy {
 impl RetryState {
     /// Which entry `key`, an entry a request to `place` met, is: the host's, the request's route's,
     /// or (for a name with replicas) the replica's, or its route's.
+    /// What the call has left of its deadline, for the breaker's admission: all of it before its
+    /// clock starts.
+    pub(super) fn time_left(&self) -> Deadline {
+        match self.max_elapsed() {
+            Some(of) => Deadline::Left {
+                left: self.remaining().unwrap_or(of),
+                of,
+            },
+            None => Deadline::None,
+        }
+    }
+
     fn scope_of(&self, key: Host, place: Place) -> Scope {
         if key == place.host || key == place.health {
             return Scope::Host;
@@ -188,7 +200,7 @@ impl RetryState {
         self.end_held_wait(now);
         let mut tickets = self.delays.as_ref().map(|d| d.hosts).unwrap_or_default();
         let probes = tickets.down.map(|ticket| ticket.is_probe());
-        let deadline = self.max_elapsed().is_some();
+        let deadline = self.time_left();
         let admission = match set {
             Some(set) => self.place_attempt(Some((hosts, now)), set, (place, view), &mut tickets),
             None => hosts.admit(place, now, &mut tickets, deadline),

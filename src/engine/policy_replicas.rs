@@ -95,7 +95,7 @@ impl RetryState {
         let first = self.attempts == 0;
         // A probe that hangs ends as a timeout, retried only for a request safe to send again.
         let idempotent = self.is_idempotent(view) || !self.policy.shared.settings.idempotency;
-        let deadline = self.max_elapsed().is_some();
+        let deadline = self.time_left();
         let policy = self.policy.clone();
         let calls =
             (Schedules::of(&mut self.delays, &policy.shared).replicas).get_or_insert_default();

@@ -72,7 +72,9 @@ use crate::guards::hosts::Host;
 use cooldown::Cooldown;
 use down::HostHealth;
 
-pub(crate) use down::{Change, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules, Scope};
+pub(crate) use down::{
+    Change, Deadline, DownTicket, Health, ProbeDelays, ProbeSchedule, Rules, Scope,
+};
 pub(crate) use place::{Evidence, Place};
 pub(crate) use replicas::Placing;
 pub use report::{HostReport, HostState};
@@ -439,15 +441,17 @@ impl HostStates {
     /// the request was given by an earlier admission, if any: a request that waited goes when its
     /// place comes (later, if the pace slowed meanwhile), and one that goes gives its ticket up, so
     /// that its retry queues anew. `tickets.down` is what it met of the host's (or the route's) being
-    /// down. `deadline`: whether the request has a deadline, within which a request already held may
-    /// wait on past the hold's bound.
+    /// down. `deadline`: what the request has left of its deadline, within which a request already
+    /// held may wait on past the hold's bound, and without enough of which it does not go as a
+    /// probe.
     pub(crate) fn admit(
         &self,
         place: Place,
         now: Instant,
         tickets: &mut HostTickets,
-        deadline: bool,
+        deadline: impl Into<Deadline>,
     ) -> Admission {
+        let deadline = deadline.into();
         let given = tickets.slot.take();
         if !self.is_armed() {
             return Admission::Go;

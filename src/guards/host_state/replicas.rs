@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::time::Instant;
 
-use super::down::Standing;
+use super::down::{Deadline, Standing};
 use super::{
     Admission, HostState, HostStates, HostTickets, Place, Table, extend_to, live, next_id,
 };
@@ -64,7 +64,7 @@ impl HostStates {
         placing: &Placing<'_>,
         now: Instant,
         tickets: &mut HostTickets,
-        deadline: bool,
+        deadline: Deadline,
     ) -> (Admission, Option<usize>) {
         let given = tickets.slot.take();
         if !self.is_armed() {
