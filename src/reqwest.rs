@@ -380,31 +380,36 @@ async fn run<'n>(
         extensions.remove::<crate::Replica>();
     }
     let mut result = result;
-    let info = match &mut result {
+    let report = extensions.get::<RetryReport>().cloned();
+    match &mut result {
+        // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`), nor is its
+        // `RetryInfo` made.
+        Ok(_) if !call.retry().worth_reporting() => {
+            if let Some(report) = report {
+                report.set(RetryInfo::FIRST_SUCCESS);
+            }
+        }
         Ok(response) => {
             let info = call.retry().info();
-            // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
-            if info.worth_reporting() {
-                <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
-                    response,
-                    info.clone(),
-                );
-                // The browser's response has no extensions: the request's take the info.
-                #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-                extensions.insert(info.clone());
+            if let Some(report) = report {
+                report.set(info.clone());
             }
-            info
+            // The browser's response has no extensions: the request's take the info.
+            #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+            extensions.insert(info.clone());
+            <HttpReplay as Judge<Request, Response, reqwest_middleware::Error>>::report(
+                response, info,
+            );
         }
         Err(error) => {
             // A response carries its own; the request's extensions get it only for an error, since
             // an empty extensions map costs an allocation to insert into.
             let info = error.info();
-            extensions.insert(info.clone());
-            info
+            if let Some(report) = report {
+                report.set(info.clone());
+            }
+            extensions.insert(info);
         }
-    };
-    if let Some(report) = extensions.get::<RetryReport>() {
-        report.set(info);
     }
     result.map_err(|error| match error.split() {
         Ok(inner) => inner,

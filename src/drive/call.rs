@@ -653,10 +653,15 @@ impl<Res, E> Call<Res, E> {
     fn end(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
         // A timed-out attempt's call ends with the time limit's error, not an older result.
         self.last = None;
+        // A response carries no `RetryInfo` of this: the adapter reports it, if it is worth it.
+        let error = match result {
+            Some(Ok(response)) => return Ok(response),
+            Some(Err(error)) => Some(error),
+            None => None,
+        };
         let info = self.retry.info();
-        match result {
-            Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => Err(Error::from_inner(error, info)),
+        match error {
+            Some(error) => Err(Error::from_inner(error, info)),
             // A timed-out attempt whose retry the deadline left no room for: the deadline is what
             // ended the call, and the error says so, as its `RetryInfo` does.
             None if info.stop_reason() == Some(StopReason::Deadline) => {

@@ -271,6 +271,23 @@ impl RetryState {
         }
     }
 
+    /// Whether the call did anything but succeed at its first attempt, as its
+    /// [`info`](Self::info) would say, read without making one: only such a call's answer carries a
+    /// `RetryInfo` (see [`RetryInfo::FIRST_SUCCESS`]).
+    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    pub(crate) fn worth_reporting(&self) -> bool {
+        match &self.delays {
+            None => {
+                self.attempts != 1
+                    || self.transparent != 0
+                    || self.hedges != 0
+                    || self.slept != 0
+                    || self.stop != Some(StopReason::Success)
+            }
+            Some(_) => self.info().worth_reporting(),
+        }
+    }
+
     /// Records one attempt of `request` and decides: retry after a delay, or stop.
     ///
     /// `request` is the attempt's HTTP view, if it has one (`None` for work that is not HTTP): its

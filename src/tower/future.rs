@@ -302,11 +302,10 @@ where
                 result = Ok(response);
             }
             // A success at the first attempt is not marked (`RetryInfo::FIRST_SUCCESS`).
-            let info = this.call.retry().info();
             if let Ok(response) = &mut result
-                && info.worth_reporting()
+                && this.call.retry().worth_reporting()
             {
-                R::report(response, info);
+                R::report(response, this.call.retry().info());
             }
             if let Some(caller) = caller {
                 span::resends(caller, this.call.retry().attempts());

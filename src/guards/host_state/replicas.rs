@@ -111,8 +111,11 @@ impl HostStates {
                         && (placing.idempotent
                             || standings[i] == Standing::ProbeDue { hangs: false })
             };
+            // A request too near its deadline to see a probe's answer sends none (`admit` would
+            // hold it on that replica): it goes to a replica that is up, if one is.
+            let room = deadline.leaves_room_for_a_probe();
             let probe = (0..members.len())
-                .find(|&i| due(i) && safe(i) && !placing.tried.contains(&members[i].key()));
+                .find(|&i| room && due(i) && safe(i) && !placing.tried.contains(&members[i].key()));
             let down_soonest = || {
                 (0..members.len()).min_by_key(|&i| match standings[i] {
                     Standing::Down(Some(wake)) => wake,
