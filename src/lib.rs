@@ -320,14 +320,16 @@ struct TestingDoctests;
 #[doc = include_str!("../docs/runtimes.md")]
 struct RuntimesDoctests;
 
-/// The README's examples use reqwest-middleware, tower, reqwest and tonic: compiled when all four are
-/// on (`.ci/run` also builds them as a user pastes them, with `../shared/tools/readme-snippets.sh`).
+/// The README's examples use reqwest-middleware, tower, reqwest, tonic and chaos: compiled when all
+/// five are on (`.ci/run` also builds them as a user pastes them, with
+/// `../shared/tools/readme-snippets.sh`).
 #[cfg(all(
     doctest,
     feature = "reqwest-middleware",
     feature = "tower",
     feature = "reqwest",
-    feature = "tonic"
+    feature = "tonic",
+    feature = "chaos"
 ))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -280,7 +280,7 @@ impl RetryState {
         if !self.may_hedge(request) || !self.place_hedge(request) || self.admit(request).is_err() {
             return false;
         }
-        match self.pay(request, None) {
+        match self.pay(request, None, false) {
             // Sent now: nothing to give back.
             Payment::Free | Payment::Paid(_) => {}
             Payment::Refused => return false,
@@ -348,10 +348,15 @@ impl RetryState {
     /// A timeout's retry is the one that can keep an overloaded server overloaded: the attempt it
     /// replaces may still be in the server's queue, to be served for nobody. It is paid from the
     /// requests' deposits only, never the floor (see `RetryBudget`).
+    ///
+    /// `spread`: the host's cooldown spreads the retry (its host refused the attempt and asked for a
+    /// pause, and the cooldown is on): the budget's pace does not hold it as well
+    /// ([`RetryBudget::withdraw_spread`]).
     pub(super) fn pay(
         &mut self,
         request: Option<&RequestView<'_>>,
         failure: Option<Reason>,
+        spread: bool,
     ) -> Payment {
         // gRPC's retry throttling, which takes the budget's place under a service config.
         let throttling = &self.policy.shared.guards.retry_throttling;
@@ -381,9 +386,9 @@ impl RetryState {
             self.holdings
                 .partition
                 .as_ref()
-                .and_then(|partition| partition.withdraw(kind, host, started))
+                .and_then(|partition| partition.withdraw_spread(kind, host, started, spread))
         } else {
-            budget.withdraw(kind, host, started)
+            budget.withdraw_spread(kind, host, started, spread)
         };
         withdrawal.map_or(Payment::Refused, Payment::Paid)
     }

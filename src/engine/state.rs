@@ -681,7 +681,10 @@ impl RetryState {
             self.linger(Some(delay));
             return (Decision::Stop(StopReason::Throttled), cause);
         }
-        match self.pay(request, attempt.outcome.reason()) {
+        // A refusal that asked for a pause, with the host cooldown on: the retry waits its turn.
+        let spread = matches!(attempt.signal, crate::attempt::HostSignal::Refused { .. })
+            && self.policy.shared.guards.hosts().cooldown();
+        match self.pay(request, attempt.outcome.reason(), spread) {
             Payment::Free => {}
             Payment::Paid(withdrawal) => self.hold_payment(withdrawal),
             Payment::Refused => {

@@ -128,11 +128,26 @@ impl Account {
 
     /// Takes one retry of `kind` for a request to `host` of a call that started at `call_started`, if
     /// the balance allows it.
+    #[cfg(test)]
     pub(crate) fn withdraw(
         &self,
         kind: RetryKind,
         host: Option<Host>,
         call_started: Instant,
+    ) -> Option<Withdrawal> {
+        self.withdraw_spread(kind, host, call_started, false)
+    }
+
+    /// Takes one retry, as `withdraw` does; for a retry that its host's cooldown spreads (`spread`): the
+    /// host paused or paces its requests, and the retry waits its turn, at the rate the host admits.
+    /// Such a retry is bounded by the window, as every retry, but not by the pace: the cooldown is its
+    /// pace already, and a burst of `429`s from a rate limiter is answered by waiting, not failing.
+    pub(crate) fn withdraw_spread(
+        &self,
+        kind: RetryKind,
+        host: Option<Host>,
+        call_started: Instant,
+        spread: bool,
     ) -> Option<Withdrawal> {
         let mut pace = self.lock();
         let now = Instant::now();
@@ -158,7 +173,7 @@ impl Account {
                 balance >= cost && recent >= cost
             }
         };
-        if affordable && (!self.paced || self.pace(&mut pace, now, cost, balance)) {
+        if affordable && (!self.paced || spread || self.pace(&mut pace, now, cost, balance)) {
             self.taken[slot_of(epoch)].fetch_add(cost, Ordering::Relaxed);
             return Some(Withdrawal::new(Source::Slot(epoch), times));
         }

@@ -340,13 +340,28 @@ impl RetryBudget {
 
     /// Takes one retry from the budget, if the balance allows it: the withdrawal, to give back with
     /// [`refund`](Self::refund) should the retry never be sent.
+    #[cfg(test)]
     pub(crate) fn withdraw(
         &self,
         kind: RetryKind,
         host: Option<Host>,
         call_started: Instant,
     ) -> Option<Withdrawal> {
-        self.account.withdraw(kind, host, call_started)
+        self.account
+            .withdraw_spread(kind, host, call_started, false)
+    }
+
+    /// Takes one retry from the budget, as `withdraw` does; a retry its host's cooldown spreads
+    /// (`spread`) is not held by the budget's pace as well (`Account::withdraw_spread`).
+    pub(crate) fn withdraw_spread(
+        &self,
+        kind: RetryKind,
+        host: Option<Host>,
+        call_started: Instant,
+        spread: bool,
+    ) -> Option<Withdrawal> {
+        self.account
+            .withdraw_spread(kind, host, call_started, spread)
     }
 
     /// Gives back a withdrawal whose retry was never sent (the call was cancelled, or ran out of time,
