@@ -14,7 +14,10 @@ use hyper_util::client::legacy::connect::dns::Name;
 /// URI's name stays the request's, for TLS and `Host`. The URI's port, when it has one, is the
 /// port connected to (`HttpConnector` sets it); give the replicas the name's port.
 ///
+/// With the feature `tower`, a client per replica beneath `RetryLayer`:
+///
 /// ```
+/// # #[cfg(feature = "tower")] {
 /// use hyper_util::client::legacy::Client;
 /// use hyper_util::client::legacy::connect::HttpConnector;
 /// use hyper_util::rt::TokioExecutor;
@@ -27,6 +30,7 @@ use hyper_util::client::legacy::connect::dns::Name;
 ///     Client::builder(TokioExecutor::new()).build::<_, String>(connector)
 /// });
 /// # let _ = sender;
+/// # }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
