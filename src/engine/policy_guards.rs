@@ -366,6 +366,14 @@ impl RetryState {
         let Some(budget) = &self.policy.shared.budget else {
             return Payment::Free;
         };
+        // A retry placed on another replica of its name goes around the one that failed: the
+        // window bounds it, the pace (which keeps a failing server's retries from coming back in
+        // a burst) does not hold it as well.
+        let failover = !self.policy.shared.guards.replica_sets().is_empty()
+            && request
+                .and_then(|view| self.policy.shared.guards.host_and_set(view))
+                .is_some_and(|(_, set)| set.is_some_and(|set| set.members().len() > 1));
+        let spread = spread || failover;
         let kind = match failure {
             Some(Reason::Timeout) => RetryKind::Timeout,
             _ => RetryKind::Plain,
