@@ -253,11 +253,13 @@ impl Deadline {
         }
     }
 
-    /// When it passes, from `now`.
-    pub(crate) fn ends(self, now: Instant) -> Option<Instant> {
+    /// When a request that left a due probe to others asks again, from `now`: halfway to its
+    /// deadline, so that it waits (for the probe another request sends, whose answer wakes it) rather
+    /// than fail at once, as a wait to its very deadline would.
+    pub(crate) fn halfway(self, now: Instant) -> Option<Instant> {
         match self {
             Self::None => None,
-            Self::Left { left, .. } => now.checked_add(left),
+            Self::Left { left, .. } => now.checked_add(left / 2),
         }
     }
 }
@@ -565,9 +567,9 @@ impl HostHealth {
                 // The bound stops new requests from waiting; one already waiting waits on, within
                 // its own deadline, for it can still succeed when the host is back.
                 // A request too near its deadline to see a probe's answer leaves the probe due for
-                // the next to ask, and waits for its answer (or its own deadline).
+                // the next to ask, and waits for its answer, asking again halfway to its deadline.
                 let next_probe = match probe_due {
-                    true => deadline.ends(now),
+                    true => deadline.halfway(now),
                     false => down.next_probe,
                 };
                 let within_bound = down.hold_until.is_some_and(|until| now < until);

@@ -469,3 +469,39 @@ fn gateway_failures_from_three_routes_with_no_answer_between_put_the_host_down()
         super::super::HostState::Down { .. }
     ));
 }
+
+/// A request with less than 100 ms (or a quarter of its deadline) left does not go as a down host's
+/// probe, which its deadline would cut: it leaves the probe due for the next request to ask and
+/// waits, asking again halfway to its deadline; one with the time to see the answer goes.
+#[test]
+fn a_request_too_near_its_deadline_leaves_the_probe_to_the_next_and_waits() {
+    let table = table(Some(Duration::from_secs(10)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let near = super::super::Deadline::Left {
+        left: ms(60),
+        of: Duration::from_secs(5),
+    };
+    let mut late = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut late, near),
+        Admission::HeldDown(ms(30)),
+        "held, not the probe"
+    );
+    assert!(!late.down.is_some_and(|ticket| ticket.is_probe()));
+    // A fresh request, with its whole deadline, takes the probe that is still due.
+    let mut fresh = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut fresh, true),
+        Admission::Go,
+        "the probe"
+    );
+    assert!(fresh.down.is_some_and(|ticket| ticket.is_probe()));
+    // A short deadline is judged by its quarter: 40 ms left of 100 is room enough.
+    let short = super::super::Deadline::Left {
+        left: ms(40),
+        of: ms(100),
+    };
+    assert!(short.leaves_room_for_a_probe());
+    assert!(!near.leaves_room_for_a_probe());
+}
