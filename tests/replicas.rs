@@ -503,6 +503,7 @@ async fn a_post_never_probes_a_replica_found_down_hanging_and_so_no_probe_costs_
     }
 }
 
+#[cfg(feature = "tokio")] // discovery runs on tokio
 #[tokio::test(start_paused = true)]
 async fn a_resolver_asked_on_a_period_keeps_the_set_current_and_a_bad_answer_leaves_it() {
     let set = ReplicaSet::new(NAME, [addr(2)]).unwrap();
@@ -556,6 +557,7 @@ async fn a_resolver_asked_on_a_period_keeps_the_set_current_and_a_bad_answer_lea
     assert_eq!(asked.lock().unwrap().len(), 4, "stopped with its handle");
 }
 
+#[cfg(feature = "tokio")] // discovery runs on tokio
 #[tokio::test]
 async fn the_system_resolver_fills_a_set_from_its_name() {
     let set = ReplicaSet::new("localhost:8080", []).unwrap();
@@ -574,6 +576,7 @@ async fn the_system_resolver_fills_a_set_from_its_name() {
     );
 }
 
+#[cfg(feature = "tokio")] // discovery runs on tokio
 #[tokio::test(start_paused = true)]
 async fn a_stream_of_changes_adds_and_removes_replicas_while_calls_run() {
     let (fleet, set) = (Fleet::default(), ReplicaSet::new(NAME, [addr(2)]).unwrap());
