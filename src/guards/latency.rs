@@ -59,7 +59,7 @@ struct RoundTrip {
 }
 
 impl RoundTrip {
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[cfg(any(test, feature = "tower", feature = "reqwest-middleware"))]
     fn new() -> Self {
         Self {
             smoothed: AtomicU64::new(0),
@@ -73,7 +73,7 @@ impl RoundTrip {
 
 impl Latencies {
     /// Learns that an attempt to `host` was answered after `took`.
-    #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
+    #[cfg(any(test, feature = "tower", feature = "reqwest-middleware"))]
     pub(crate) fn sample(&self, host: Host, took: Duration) {
         let entry = self.hosts.get(Some(host), RoundTrip::new);
         let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
