@@ -86,8 +86,8 @@ pub struct Replica {
     member: Arc<Member>,
 }
 
-/// A change of a [`ReplicaSet`], as a stream of discovery gives it
-/// ([`ReplicaSet::follow`](ReplicaSet::follow)).
+/// A change of a [`ReplicaSet`], as a stream of discovery gives it (`ReplicaSet::follow`, with the
+/// feature `tokio`, on native targets).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplicaChange {

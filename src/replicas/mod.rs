@@ -12,7 +12,7 @@
 //! the request ([`Replica`]), and the sender sends it there: the replica of every attempt is known,
 //! an attempt that timed out or a connect that failed included, and a retry goes to another.
 //!
-//! - [`Replicas`]: a tower service over a client per replica (`http::Request`s: hyper-util's
+//! - `Replicas`: a tower service over a client per replica (`http::Request`s: hyper-util's
 //!   client, a tonic `Channel`, reqwest's `Client` through `Replicas::reqwest`), beneath
 //!   [`RetryLayer`](crate::RetryLayer).
 //! - `ReplicaMiddleware`: reqwest-middleware's last middleware, after
@@ -28,7 +28,7 @@
 //!
 //! A request that names no replica (sent around the retry layer, or by a policy that does not have
 //! the set) goes to the cheaper of two replicas drawn at random. A set with no replica fails the
-//! request as a refused connection would ([`ReplicaError::NoReplica`]), which is retried as one.
+//! request as a refused connection would (`ReplicaError::NoReplica`), which is retried as one.
 
 #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
 mod clients;
