@@ -652,7 +652,9 @@ impl<Res, E> Call<Res, E> {
     #[inline]
     fn end(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
         // A timed-out attempt's call ends with the time limit's error, not an older result.
-        self.last = None;
+        if self.last.is_some() {
+            self.last = None;
+        }
         // A response carries no `RetryInfo` of this: the adapter reports it, if it is worth it.
         let error = match result {
             Some(Ok(response)) => return Ok(response),
