@@ -40,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 
+use super::client::causes;
 use super::netns::Netns;
 use super::{ms, quantile};
 
@@ -191,9 +192,11 @@ const ADAPTERS: &[Adapter] = &[
     Adapter::Tonic,
 ];
 
-/// How a call ended: whether it got its `200`, how long it took, the replicas it reached.
+/// How a call ended: whether it got its `200` (and if not, why), how long it took, the replicas it
+/// reached.
 struct Ended {
     ok: bool,
+    failure: Option<String>,
     took: Duration,
     replicas: Vec<SocketAddr>,
 }
@@ -240,13 +243,18 @@ fn caller(adapter: Adapter, servers: &Servers, idempotent: bool) -> (Caller, Ret
                     let start = Instant::now();
                     let report = stagger::RetryReport::new();
                     let result = client.get(&uri).with_extension(report.clone()).send().await;
-                    let ok = result.is_ok_and(|r| r.status() == StatusCode::OK);
+                    let failure = match result {
+                        Ok(r) if r.status() == StatusCode::OK => None,
+                        Ok(r) => Some(format!("{}", r.status())),
+                        Err(e) => Some(causes(&e)),
+                    };
                     let replicas = report
                         .get()
                         .map(|i| i.replicas().to_vec())
                         .unwrap_or_default();
                     Ended {
-                        ok,
+                        ok: failure.is_none(),
+                        failure,
                         took: start.elapsed(),
                         replicas,
                     }
@@ -261,16 +269,17 @@ fn caller(adapter: Adapter, servers: &Servers, idempotent: bool) -> (Caller, Ret
                 Box::pin(async move {
                     let start = Instant::now();
                     let request = Request::get(&uri).body(Bytes::new()).unwrap();
-                    let (ok, info) = match service.oneshot(request).await {
+                    let (failure, info) = match service.oneshot(request).await {
                         Ok(r) => (
-                            r.status() == StatusCode::OK,
+                            (r.status() != StatusCode::OK).then(|| r.status().to_string()),
                             r.extensions().get::<RetryInfo>().cloned(),
                         ),
-                        Err(e) => (false, Some(e.info())),
+                        Err(e) => (Some(causes(&e)), Some(e.info())),
                     };
                     let replicas = info.map(|i| i.replicas().to_vec()).unwrap_or_default();
                     Ended {
-                        ok,
+                        ok: failure.is_none(),
+                        failure,
                         took: start.elapsed(),
                         replicas,
                     }
@@ -288,16 +297,17 @@ fn caller(adapter: Adapter, servers: &Servers, idempotent: bool) -> (Caller, Ret
                 Box::pin(async move {
                     let start = Instant::now();
                     let request = Request::get(&uri).body(Full::new(Bytes::new())).unwrap();
-                    let (ok, info) = match service.oneshot(request).await {
+                    let (failure, info) = match service.oneshot(request).await {
                         Ok(r) => (
-                            r.status() == StatusCode::OK,
+                            (r.status() != StatusCode::OK).then(|| r.status().to_string()),
                             r.extensions().get::<RetryInfo>().cloned(),
                         ),
-                        Err(e) => (false, Some(e.info())),
+                        Err(e) => (Some(causes(&e)), Some(e.info())),
                     };
                     let replicas = info.map(|i| i.replicas().to_vec()).unwrap_or_default();
                     Ended {
-                        ok,
+                        ok: failure.is_none(),
+                        failure,
                         took: start.elapsed(),
                         replicas,
                     }
@@ -322,9 +332,10 @@ fn caller(adapter: Adapter, servers: &Servers, idempotent: bool) -> (Caller, Ret
                 let (service, origin) = (service.clone(), origin.clone());
                 Box::pin(async move {
                     let start = Instant::now();
-                    let (ok, replicas) = grpc::say(service, origin).await;
+                    let (failure, replicas) = grpc::say(service, origin).await;
                     Ended {
-                        ok,
+                        ok: failure.is_none(),
+                        failure,
                         took: start.elapsed(),
                         replicas,
                     }
@@ -414,7 +425,7 @@ mod grpc {
     }
 
     /// One call of `Say` through `service`: whether it got its answer, and the replicas it reached.
-    pub async fn say<S>(service: S, origin: http::Uri) -> (bool, Vec<SocketAddr>)
+    pub async fn say<S>(service: S, origin: http::Uri) -> (Option<String>, Vec<SocketAddr>)
     where
         S: tonic::client::GrpcService<Body>,
         S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -423,8 +434,8 @@ mod grpc {
             Into<Box<dyn std::error::Error + Send + Sync>> + Send,
     {
         let mut client = tonic::client::Grpc::with_origin(service, origin);
-        if client.ready().await.is_err() {
-            return (false, Vec::new());
+        if let Err(e) = client.ready().await {
+            return (Some(format!("not ready: {}", e.into())), Vec::new());
         }
         let codec = ProstCodec::<Ping, Pong>::default();
         let request = tonic::Request::new(Ping {
@@ -435,11 +446,11 @@ mod grpc {
             Ok(response) => {
                 let info = response.extensions().get::<RetryInfo>().cloned();
                 (
-                    true,
+                    None,
                     info.map(|i| i.replicas().to_vec()).unwrap_or_default(),
                 )
             }
-            Err(_) => (false, Vec::new()),
+            Err(status) => (Some(format!("{status:?}")), Vec::new()),
         }
     }
 }
@@ -470,6 +481,8 @@ pub struct Figures {
     pub fair: usize,
     pub back_to_failed: usize,
     pub bad_state: HostState,
+    /// Why the first call that failed failed.
+    pub first_failure: Option<String>,
 }
 
 impl Figures {
@@ -485,7 +498,11 @@ impl Figures {
             self.fair,
             self.back_to_failed,
             self.bad_state.as_str(),
-        )
+        ) + &self
+            .first_failure
+            .as_ref()
+            .map(|f| format!("; the first failure: {f}"))
+            .unwrap_or_default()
     }
 }
 
@@ -607,6 +624,7 @@ async fn run(netns: Arc<Netns>, scenario: Scenario, adapter: Adapter) -> Figures
             .map(|e| e.replicas.windows(2).filter(|w| w[0] == w[1]).count())
             .sum(),
         bad_state,
+        first_failure: measured.iter().find_map(|e| e.failure.clone()),
     }
 }
 
