@@ -72,8 +72,9 @@ impl ChaosMiddleware {
 }
 
 /// Written out rather than with `#[async_trait]`, so that a request it lets through is handed on
-/// without a future of its own.
+/// without a future of its own; the switch is read in line, the rest is out of line.
 impl Middleware for ChaosMiddleware {
+    #[inline]
     fn handle<'s, 'e, 'n, 'f>(
         &'s self,
         request: Request,
@@ -89,6 +90,24 @@ impl Middleware for ChaosMiddleware {
         if !self.chaos.is_enabled() {
             return next.run(request, extensions);
         }
+        self.inject(request, extensions, next)
+    }
+}
+
+impl ChaosMiddleware {
+    /// A request while the chaos is on: the fault its rules pick, if any.
+    #[inline(never)]
+    fn inject<'s, 'e, 'n, 'f>(
+        &'s self,
+        request: Request,
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    where
+        's: 'f,
+        'e: 'f,
+        'n: 'f,
+    {
         let Some(fault) = self.chaos.pick(&RequestView::from_reqwest(&request)) else {
             return next.run(request, extensions);
         };

@@ -16,6 +16,7 @@ use crate::attempt::{Attempt, Decision, StopReason, TimeLimit};
 use crate::classify::RequestView;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::drive::held::Held;
+use crate::drive::kept::{Kept, Slot};
 use crate::drive::timer::{Timer, after, poll_zero_delay};
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 use crate::engine::policy::RetryPolicy;
@@ -96,24 +97,6 @@ enum DeadlineTimer {
     Set,
 }
 
-/// What a call keeps of its results between its attempts.
-enum Kept<Res, E> {
-    /// The last attempt's result while a retry of it is due, and whether a deadline passing hands
-    /// it back (where the protocol keeps it).
-    Last(Result<Res, E>, bool),
-    /// The call's result, a guard having refused it, once its delay has been waited out.
-    Final(Final<Res, E>),
-}
-
-impl<Res, E> std::fmt::Debug for Kept<Res, E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Last(..) => "Last",
-            Self::Final(_) => "Final",
-        })
-    }
-}
-
 /// How a call begins, as [`Call::start`] says before its first attempt.
 pub(crate) enum Start<Res, E> {
     /// Send the first attempt now.
@@ -136,7 +119,7 @@ pub(crate) struct Call<Res, E> {
     /// has, the answer or the error, and a deadline passing during a later attempt with the last
     /// response (where the protocol keeps it, `.1`); boxed, so that it costs the future of a request
     /// that never retries one pointer. Or the call's result, kept while it waits out a refusal.
-    last: Option<Box<Kept<Res, E>>>,
+    last: Slot<Res, E>,
     /// When the attempt in flight started to wait, in microseconds from the call's start
     /// ([`NOT_WAITING`]: it has not waited): its answer's time teaches the breaker what its host
     /// takes. A word, where an `Instant` would take two more in every request's future.
@@ -153,7 +136,7 @@ impl<Res, E> Call<Res, E> {
             retry,
             timer: Timer::default(),
             phase: Phase::Idle,
-            last: None,
+            last: Slot::empty(),
             since: NOT_WAITING,
         }
     }
@@ -447,7 +430,7 @@ impl<Res, E> Call<Res, E> {
             }
         };
         if let Some(result) = result {
-            self.last = Some(Box::new(Kept::Last(result, keep_last)));
+            self.last.put(Kept::Last(result, keep_last));
         }
         self.pause_for(delay);
         ControlFlow::Continue(())
@@ -492,7 +475,7 @@ impl<Res, E> Call<Res, E> {
     /// Keeps `ended`, the call's result, until `wait` has passed: a guard refused the call, which
     /// waits the delay its retry would have waited (`backoff_on_refusal`).
     fn linger(&mut self, ended: Final<Res, E>, wait: Duration) {
-        self.last = Some(Box::new(Kept::Final(ended)));
+        self.last.put(Kept::Final(ended));
         self.timer.set(after(wait), self.retry.policy().timer());
         self.phase = Phase::Pause(Pause::Linger);
     }
@@ -502,7 +485,7 @@ impl<Res, E> Call<Res, E> {
         if self.phase != Phase::Ended {
             return None;
         }
-        match self.last.take().map(|kept| *kept) {
+        match self.last.take() {
             Some(Kept::Final(ended)) => Some(ended),
             _ => None,
         }
@@ -602,7 +585,7 @@ impl<Res, E> Call<Res, E> {
     fn unsent(&mut self, request: Option<&RequestView<'_>>) -> Final<Res, E> {
         self.retry.abandon(StopReason::NotReplayable, request);
         let info = self.retry.info();
-        match self.last.take().map(|kept| *kept) {
+        match self.last.take() {
             Some(Kept::Last(Ok(response), _)) => Ok(response),
             Some(Kept::Last(Err(error), _)) => Err(Error::from_inner(error, info)),
             _ => Err(Error::unsent(info)),
@@ -625,7 +608,7 @@ impl<Res, E> Call<Res, E> {
     /// it), or an error that says so.
     fn at_deadline(&mut self) -> Final<Res, E> {
         let info = self.retry.info();
-        match self.last.take().map(|kept| *kept) {
+        match self.last.take() {
             Some(Kept::Last(Ok(response), true)) => Ok(response),
             _ => {
                 let max_elapsed = self.retry.max_elapsed().unwrap_or(Duration::ZERO);
@@ -640,7 +623,7 @@ impl<Res, E> Call<Res, E> {
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     fn with_what_it_has(&mut self, rejected: crate::error::Rejected) -> Final<Res, E> {
         let info = rejected.info();
-        match self.last.take().map(|kept| *kept) {
+        match self.last.take() {
             Some(Kept::Last(Ok(response), _)) => Ok(response),
             Some(Kept::Last(Err(error), _)) => Err(Error::from_inner(error, info)),
             _ => Err(Error::from_rejected(rejected)),
@@ -652,9 +635,7 @@ impl<Res, E> Call<Res, E> {
     #[inline]
     fn end(&mut self, result: Option<Result<Res, E>>) -> Final<Res, E> {
         // A timed-out attempt's call ends with the time limit's error, not an older result.
-        if self.last.is_some() {
-            self.last = None;
-        }
+        self.last.clear();
         // A response carries no `RetryInfo` of this: the adapter reports it, if it is worth it.
         let error = match result {
             Some(Ok(response)) => return Ok(response),

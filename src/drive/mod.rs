@@ -28,5 +28,6 @@ pub(crate) mod call;
 pub(crate) mod hedge;
 #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
 pub(crate) mod held;
+mod kept;
 pub(crate) mod operation;
 pub(crate) mod timer;
