@@ -71,6 +71,9 @@ impl ChaosMiddleware {
     }
 }
 
+/// What a middleware's `handle` returns: its answer, to come.
+type Answer<'f> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>;
+
 /// Written out rather than with `#[async_trait]`, so that a request it lets through is handed on
 /// without a future of its own; the switch is read in line, the rest is out of line.
 impl Middleware for ChaosMiddleware {
@@ -80,7 +83,7 @@ impl Middleware for ChaosMiddleware {
         request: Request,
         extensions: &'e mut Extensions,
         next: Next<'n>,
-    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    ) -> Answer<'f>
     where
         's: 'f,
         'e: 'f,
@@ -97,17 +100,12 @@ impl Middleware for ChaosMiddleware {
 impl ChaosMiddleware {
     /// A request while the chaos is on: the fault its rules pick, if any.
     #[inline(never)]
-    fn inject<'s, 'e, 'n, 'f>(
-        &'s self,
+    fn inject<'f>(
+        &'f self,
         request: Request,
-        extensions: &'e mut Extensions,
-        next: Next<'n>,
-    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
-    where
-        's: 'f,
-        'e: 'f,
-        'n: 'f,
-    {
+        extensions: &'f mut Extensions,
+        next: Next<'f>,
+    ) -> Answer<'f> {
         let Some(fault) = self.chaos.pick(&RequestView::from_reqwest(&request)) else {
             return next.run(request, extensions);
         };
