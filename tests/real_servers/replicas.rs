@@ -49,6 +49,9 @@ const RATE_EVERY: Duration = ms(4);
 const WARM: Duration = ms(500);
 const HEALTHY: Duration = Duration::from_secs(1);
 const DETECT: Duration = Duration::from_secs(1);
+/// The longest the calls go on, past `DETECT`, for a replica that refuses or drops SYNs to be found
+/// down: what is measured is the calls after detection.
+const DETECT_BOUND: Duration = Duration::from_secs(5);
 const MEASURED: Duration = Duration::from_secs(4);
 /// A healthy replica's time to answer, and a slow one's.
 const ANSWER: Duration = ms(1);
@@ -455,6 +458,17 @@ mod grpc {
     }
 }
 
+/// Calls through `caller` for `DETECT`, then on until `found` (at most `DETECT_BOUND` from the
+/// start): how long they went on, if it was found.
+async fn detect(caller: &Caller, found: impl Fn() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    drive(caller, DETECT).await;
+    while !found() && start.elapsed() < DETECT_BOUND {
+        drive(caller, ms(100)).await;
+    }
+    found().then(|| start.elapsed())
+}
+
 /// Calls through `caller`, one every `RATE_EVERY` for `span`, each in a task of its own.
 async fn drive(caller: &Caller, span: Duration) -> Vec<Ended> {
     let start = Instant::now();
@@ -483,6 +497,8 @@ pub struct Figures {
     pub bad_state: HostState,
     /// Why the first call that failed failed.
     pub first_failure: Option<String>,
+    /// How long the calls went on before the bad replica was found down, where it is to be.
+    pub detected: Option<Duration>,
 }
 
 impl Figures {
@@ -499,10 +515,14 @@ impl Figures {
             self.back_to_failed,
             self.bad_state.as_str(),
         ) + &self
-            .first_failure
-            .as_ref()
-            .map(|f| format!("; the first failure: {f}"))
+            .detected
+            .map(|d| format!(", found down after {d:?} of calls"))
             .unwrap_or_default()
+            + &self
+                .first_failure
+                .as_ref()
+                .map(|f| format!("; the first failure: {f}"))
+                .unwrap_or_default()
     }
 }
 
@@ -563,6 +583,7 @@ async fn run(netns: Arc<Netns>, scenario: Scenario, adapter: Adapter) -> Figures
     let healthy_p99 = quantile(&healthy.iter().map(|e| e.took).collect::<Vec<_>>(), 0.99);
     let port = servers.port;
     let syns = || netns.packets("INPUT").first().map_or(0, |(_, n)| *n);
+    let mut detected = None;
     let (syns_before, requests_before, measured) = match scenario {
         Scenario::One(bad) => {
             match bad {
@@ -571,7 +592,26 @@ async fn run(netns: Arc<Netns>, scenario: Scenario, adapter: Adapter) -> Figures
                 Bad::Unavailable => servers.set_mode(3, 1),
                 Bad::Slow => servers.set_mode(3, 2),
             }
-            drive(&caller, DETECT).await;
+            let name = format!("{NAME}:{port}");
+            detected = match bad {
+                // Found down by its failures: the calls go on until it is, and what is measured
+                // comes after. Its time depends on how many calls it was given before (each
+                // hung one for the attempt timeout), so a fixed second could end before it.
+                Bad::Refuses | Bad::DropsSyns => {
+                    let down = || {
+                        matches!(
+                            policy.replica_state(&name, servers.addr(3)),
+                            HostState::Down { .. }
+                        )
+                    };
+                    detect(&caller, down).await
+                }
+                // Never down: a 503 is its route's failure, a slow answer no failure.
+                Bad::Unavailable | Bad::Slow => {
+                    drive(&caller, DETECT).await;
+                    None
+                }
+            };
             let before = (syns(), servers.requests(3));
             (before.0, before.1, drive(&caller, MEASURED).await)
         }
@@ -625,6 +665,7 @@ async fn run(netns: Arc<Netns>, scenario: Scenario, adapter: Adapter) -> Figures
             .sum(),
         bad_state,
         first_failure: measured.iter().find_map(|e| e.failure.clone()),
+        detected,
     }
 }
 
@@ -642,6 +683,9 @@ pub fn one_bad_replica_of_three_is_avoided_while_the_others_serve() {
             let success = figures.ok as f64 / figures.calls.max(1) as f64;
             if success < 0.999 || figures.back_to_failed > 0 {
                 failed.push(line.clone());
+            }
+            if matches!(bad, Bad::Refuses | Bad::DropsSyns) && figures.detected.is_none() {
+                failed.push(format!("not found down within {DETECT_BOUND:?}: {line}"));
             }
             if bad == Bad::Slow && matches!(figures.bad_state, HostState::Down { .. }) {
                 failed.push(format!("slow replica found down: {line}"));
