@@ -191,6 +191,10 @@ struct Recovering {
     episode: u64,
     /// Lets the held requests go, one `pace` apart.
     pacer: Pacer,
+    /// The held requests' waiters, oldest first: the `n`-th goes at the pacer's position `n`, so that
+    /// they go in the order they came whatever the order they ask in, and the oldest, which have the
+    /// least time left, first.
+    held: Vec<u64>,
     /// When the last of them will have gone.
     until: Instant,
 }
@@ -250,6 +254,14 @@ impl Deadline {
         match self {
             Self::None => true,
             Self::Left { left, of } => left >= PROBE_ROOM.min(of / 4),
+        }
+    }
+
+    /// Whether a wait of `wait` ends before the deadline.
+    pub(crate) fn leaves(self, wait: Duration) -> bool {
+        match self {
+            Self::None => true,
+            Self::Left { left, .. } => wait < left,
         }
     }
 
@@ -493,9 +505,13 @@ impl HostHealth {
         let episode = down.episode;
         let waiters = std::mem::take(&mut down.waiters);
         let until = now + pace.saturating_mul(u32::try_from(held).unwrap_or(u32::MAX));
+        let mut pacer = Pacer::new(pace, now, now, None);
+        // A request that was not waiting goes after them.
+        pacer.next = held as u64;
         self.state = State::Recovering(Recovering {
             episode,
-            pacer: Pacer::new(pace, now, now, None),
+            pacer,
+            held: waiters.keys().copied().collect(),
             until,
         });
         self.failures = 0;
@@ -531,10 +547,17 @@ impl HostHealth {
                 let (position, at) = match held.release {
                     Some((position, false)) => (position, pacer.time_of(position)),
                     Some((_, true)) => return None,
-                    None => pacer.take(now),
+                    None => match recovering.held.binary_search(&held.waiter) {
+                        Ok(rank) => (rank as u64, pacer.time_of(rank as u64)),
+                        Err(_) => pacer.take(now),
+                    },
                 };
-                held.release = Some((position, at <= now));
-                (at > now).then(|| Admission::Slot(at - now))
+                // One whose turn would come after its deadline goes now, rather than not at all: the
+                // queue's first places go to the oldest, whose deadlines pass as the host comes back,
+                // and the turns after them come a pace apart as their deadlines do.
+                let go = at <= now || !deadline.leaves(at - now);
+                held.release = Some((position, go));
+                (!go).then(|| Admission::Slot(at - now))
             }
             State::Down(down) => {
                 down.last_asked = now;

@@ -207,6 +207,92 @@ fn held_requests_are_woken_by_the_probe_s_answer_and_go_one_pace_apart() {
     );
 }
 
+/// The held requests go oldest first, whatever the order they ask in once the host is back: the
+/// oldest have the least time left. (Against a real port refusing for 10 s, three held calls with
+/// 38 to 77 ms left were given the slots after their deadlines by younger calls that asked first.)
+#[test]
+fn held_requests_go_oldest_first_whatever_the_order_they_ask_in() {
+    let table = table(Some(Duration::from_secs(5)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let waker = Waker::from(Arc::new(Count::default()));
+    let mut held: Vec<HostTickets> = (0..4)
+        .map(|n| {
+            let mut tickets = HostTickets::default();
+            table.admit(PLACE, t0 + ms(10 * n), &mut tickets, true);
+            assert!(table.still_held(&tickets, &waker));
+            tickets
+        })
+        .collect();
+    let mut probe = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut probe, true),
+        Admission::Go
+    );
+    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
+    // The youngest asks first.
+    let now = t0 + ms(110);
+    let slots: Vec<_> = (held.iter_mut().rev())
+        .map(|tickets| table.admit(PLACE, now, tickets, true))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            Admission::Slot(ms(66)),
+            Admission::Slot(ms(44)),
+            Admission::Slot(ms(22)),
+            Admission::Go
+        ]
+    );
+    // A new request does not queue behind them.
+    assert_eq!(
+        table.admit(PLACE, now + ms(1), &mut HostTickets::default(), true),
+        Admission::Go
+    );
+}
+
+/// A held request whose turn would come after its deadline goes at once rather than fail: the
+/// turns come a pace apart from the oldest, whose deadlines pass as the host comes back.
+#[test]
+fn a_held_request_whose_turn_comes_after_its_deadline_goes_at_once() {
+    use super::super::Deadline;
+    let table = table(Some(Duration::from_secs(5)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let waker = Waker::from(Arc::new(Count::default()));
+    let mut held: Vec<HostTickets> = (0..3)
+        .map(|n| {
+            let mut tickets = HostTickets::default();
+            table.admit(PLACE, t0 + ms(10 * n), &mut tickets, true);
+            assert!(table.still_held(&tickets, &waker));
+            tickets
+        })
+        .collect();
+    let mut probe = HostTickets::default();
+    assert_eq!(
+        table.admit(PLACE, t0 + ms(100), &mut probe, true),
+        Admission::Go
+    );
+    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
+    // Four asked in 110 ms: turns at 0, 27.5 and 55 ms. The second has 30 ms left, the third 40.
+    let now = t0 + ms(110);
+    let left = |ms: u64| Deadline::Left {
+        left: Duration::from_millis(ms),
+        of: Duration::from_secs(5),
+    };
+    let slots: Vec<_> = (held.iter_mut().zip([10, 30, 40]))
+        .map(|(tickets, ms)| table.admit(PLACE, now, tickets, left(ms)))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            Admission::Go,
+            Admission::Slot(Duration::from_micros(27_500)),
+            Admission::Go
+        ]
+    );
+}
+
 #[test]
 fn past_the_hold_s_bound_new_requests_fail_fast_and_those_waiting_wait_on_within_their_deadline() {
     let table = table(Some(ms(250)));
