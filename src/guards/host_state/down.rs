@@ -184,6 +184,9 @@ struct Down {
     /// The requests waiting, oldest first, each woken when the host is back. A request that gives
     /// up (its caller dropped it) takes itself out ([`HostHealth::forget`]).
     waiters: BTreeMap<u64, Waker>,
+    /// When each waiting request's own deadline passes: one past it when the host is back takes no
+    /// turn from those that can still go.
+    deadlines: BTreeMap<u64, Instant>,
 }
 
 #[derive(Debug)]
@@ -254,14 +257,6 @@ impl Deadline {
         match self {
             Self::None => true,
             Self::Left { left, of } => left >= PROBE_ROOM.min(of / 4),
-        }
-    }
-
-    /// Whether a wait of `wait` ends before the deadline.
-    pub(crate) fn leaves(self, wait: Duration) -> bool {
-        match self {
-            Self::None => true,
-            Self::Left { left, .. } => wait < left,
         }
     }
 
@@ -454,6 +449,7 @@ impl HostHealth {
             by_silence: self.silent && !marked,
             hung: self.hung,
             waiters: BTreeMap::new(),
+            deadlines: BTreeMap::new(),
         }));
         self.gateway = Gateway::default();
     }
@@ -511,7 +507,14 @@ impl HostHealth {
         self.state = State::Recovering(Recovering {
             episode,
             pacer,
-            held: waiters.keys().copied().collect(),
+            held: (waiters.keys())
+                .filter(|id| {
+                    down.deadlines
+                        .get(id)
+                        .is_none_or(|&deadline| deadline > now)
+                })
+                .copied()
+                .collect(),
             until,
         });
         self.failures = 0;
@@ -552,12 +555,8 @@ impl HostHealth {
                         Err(_) => pacer.take(now),
                     },
                 };
-                // One whose turn would come after its deadline goes now, rather than not at all: the
-                // queue's first places go to the oldest, whose deadlines pass as the host comes back,
-                // and the turns after them come a pace apart as their deadlines do.
-                let go = at <= now || !deadline.leaves(at - now);
-                held.release = Some((position, go));
-                (!go).then(|| Admission::Slot(at - now))
+                held.release = Some((position, at <= now));
+                (at > now).then(|| Admission::Slot(at - now))
             }
             State::Down(down) => {
                 down.last_asked = now;
@@ -583,6 +582,7 @@ impl HostHealth {
                     let delay = down.probe_delays.next_delay();
                     down.next_probe = Some(now + delay);
                     down.waiters.remove(&mine.waiter);
+                    down.deadlines.remove(&mine.waiter);
                     mine.probe = true;
                     mine.probe_number = down.probes;
                     return Some(Admission::Go);
@@ -599,6 +599,11 @@ impl HostHealth {
                 let waits_on = mine.held && deadline.is_some() && down.hold_until.is_some();
                 if within_bound || waits_on {
                     mine.held = true;
+                    if let Deadline::Left { left, .. } = deadline
+                        && let Some(passes) = now.checked_add(left)
+                    {
+                        down.deadlines.insert(mine.waiter, passes);
+                    }
                     let until = down.hold_until.filter(|_| within_bound);
                     let wake = match (next_probe, until) {
                         (Some(next), Some(until)) => next.min(until),
@@ -609,6 +614,7 @@ impl HostHealth {
                     return Some(Admission::HeldDown(wake - now));
                 }
                 down.waiters.remove(&mine.waiter);
+                down.deadlines.remove(&mine.waiter);
                 Some(Admission::Down(down.next_probe.map(|next| next - now)))
             }
         }
@@ -662,6 +668,7 @@ impl HostHealth {
             && ticket.episode == down.episode
         {
             down.waiters.remove(&ticket.waiter);
+            down.deadlines.remove(&ticket.waiter);
         }
     }
 
