@@ -16,6 +16,10 @@ use super::report::HostState;
 use super::{Admission, MAX_HOLD};
 use crate::guards::hosts::Host;
 
+mod deadline;
+
+pub(crate) use deadline::Deadline;
+
 /// The breaker's rules, as the table applies them.
 #[derive(Debug)]
 pub(crate) struct Rules {
@@ -189,6 +193,14 @@ struct Down {
     deadlines: BTreeMap<u64, Instant>,
 }
 
+impl Down {
+    /// The request `waiter` waits no more: it went, failed or gave up.
+    fn stop_waiting(&mut self, waiter: u64) {
+        self.waiters.remove(&waiter);
+        self.deadlines.remove(&waiter);
+    }
+}
+
 #[derive(Debug)]
 struct Recovering {
     episode: u64,
@@ -227,60 +239,6 @@ impl Standing {
                 Self::ProbeDue { hangs }
             }
             (Self::Up, Self::Up) => Self::Up,
-        }
-    }
-}
-
-/// What a request asking to go has left of its deadline, as the breaker's admission reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Deadline {
-    /// It has none.
-    None,
-    /// `left` of `of` is left.
-    Left { left: Duration, of: Duration },
-}
-
-/// The least a request must have left of its deadline to go as a down host's probe (or a quarter of
-/// its deadline, if that is less): a probe cut by its caller's deadline says nothing of the host, and
-/// the next one waits its delay. (Against a real blackhole, the oldest held calls took the probes with
-/// 2 to 7 ms left, and the host was found back up to 2.9 s after its return, not within 1 s.)
-const PROBE_ROOM: Duration = Duration::from_millis(100);
-
-impl Deadline {
-    /// Whether it has one.
-    pub(crate) const fn is_some(self) -> bool {
-        matches!(self, Self::Left { .. })
-    }
-
-    /// Whether a probe sent now would have time for its answer.
-    pub(crate) fn leaves_room_for_a_probe(self) -> bool {
-        match self {
-            Self::None => true,
-            Self::Left { left, of } => left >= PROBE_ROOM.min(of / 4),
-        }
-    }
-
-    /// When a request that left a due probe to others asks again, from `now`: halfway to its
-    /// deadline, so that it waits (for the probe another request sends, whose answer wakes it) rather
-    /// than fail at once, as a wait to its very deadline would.
-    pub(crate) fn halfway(self, now: Instant) -> Option<Instant> {
-        match self {
-            Self::None => None,
-            Self::Left { left, .. } => now.checked_add(left / 2),
-        }
-    }
-}
-
-/// In tests: `true` is a deadline far off.
-#[cfg(test)]
-impl From<bool> for Deadline {
-    fn from(deadline: bool) -> Self {
-        match deadline {
-            true => Self::Left {
-                left: Duration::from_secs(3600),
-                of: Duration::from_secs(3600),
-            },
-            false => Self::None,
         }
     }
 }
@@ -581,8 +539,7 @@ impl HostHealth {
                     down.probes = down.probes.saturating_add(1);
                     let delay = down.probe_delays.next_delay();
                     down.next_probe = Some(now + delay);
-                    down.waiters.remove(&mine.waiter);
-                    down.deadlines.remove(&mine.waiter);
+                    down.stop_waiting(mine.waiter);
                     mine.probe = true;
                     mine.probe_number = down.probes;
                     return Some(Admission::Go);
@@ -613,8 +570,7 @@ impl HostHealth {
                     };
                     return Some(Admission::HeldDown(wake - now));
                 }
-                down.waiters.remove(&mine.waiter);
-                down.deadlines.remove(&mine.waiter);
+                down.stop_waiting(mine.waiter);
                 Some(Admission::Down(down.next_probe.map(|next| next - now)))
             }
         }
@@ -667,8 +623,7 @@ impl HostHealth {
         if let State::Down(down) = &mut self.state
             && ticket.episode == down.episode
         {
-            down.waiters.remove(&ticket.waiter);
-            down.deadlines.remove(&ticket.waiter);
+            down.stop_waiting(ticket.waiter);
         }
     }
 

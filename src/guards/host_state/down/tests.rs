@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::time::Instant;
 
 use super::super::{
-    Admission, Evidence, HostStates, HostTickets, Place, ProbeDelays, ProbeSchedule, Rules,
+    Admission, Deadline, Evidence, HostStates, HostTickets, Place, ProbeDelays, ProbeSchedule,
+    Rules,
 };
 use crate::attempt::HostSignal;
 use crate::guards::hosts::Host;
@@ -207,19 +208,18 @@ fn held_requests_are_woken_by_the_probe_s_answer_and_go_one_pace_apart() {
     );
 }
 
-/// The held requests go oldest first, whatever the order they ask in once the host is back: the
-/// oldest have the least time left. (Against a real port refusing for 10 s, three held calls with
-/// 38 to 77 ms left were given the slots after their deadlines by younger calls that asked first.)
-#[test]
-fn held_requests_go_oldest_first_whatever_the_order_they_ask_in() {
-    let table = table(Some(Duration::from_secs(5)));
-    let t0 = Instant::now();
-    trip(&table, t0);
+/// Requests held from `t0` while the host is down, each at its time (ms) with its deadline, then
+/// woken by the probe sent at 100 ms and answered at 110 ms: their tickets, and that 110 ms.
+fn held_then_back(
+    table: &HostStates,
+    t0: Instant,
+    requests: impl IntoIterator<Item = (u64, Deadline)>,
+) -> (Vec<HostTickets>, Instant) {
     let waker = Waker::from(Arc::new(Count::default()));
-    let mut held: Vec<HostTickets> = (0..4)
-        .map(|n| {
+    let held = (requests.into_iter())
+        .map(|(at, deadline)| {
             let mut tickets = HostTickets::default();
-            table.admit(PLACE, t0 + ms(10 * n), &mut tickets, true);
+            table.admit(PLACE, t0 + ms(at), &mut tickets, deadline);
             assert!(table.still_held(&tickets, &waker));
             tickets
         })
@@ -229,9 +229,19 @@ fn held_requests_go_oldest_first_whatever_the_order_they_ask_in() {
         table.admit(PLACE, t0 + ms(100), &mut probe, true),
         Admission::Go
     );
-    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
+    observe(table, Evidence::Answered, t0 + ms(110), &mut probe);
+    (held, t0 + ms(110))
+}
+
+/// The held requests go oldest first, whatever the order they ask in once the host is back: the
+/// oldest have the least time left. (The turns were given in the order of asking.)
+#[test]
+fn held_requests_go_oldest_first_whatever_the_order_they_ask_in() {
+    let table = table(Some(Duration::from_secs(5)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let (mut held, now) = held_then_back(&table, t0, (0..4).map(|n| (10 * n, true.into())));
     // The youngest asks first.
-    let now = t0 + ms(110);
     let slots: Vec<_> = (held.iter_mut().rev())
         .map(|tickets| table.admit(PLACE, now, tickets, true))
         .collect();
@@ -257,38 +267,20 @@ fn held_requests_go_oldest_first_whatever_the_order_they_ask_in() {
 /// left, were each given a turn 1 to 2 ms past their deadlines.)
 #[test]
 fn a_held_request_past_its_deadline_takes_no_turn() {
-    use super::super::Deadline;
     let table = table(Some(Duration::from_secs(5)));
     let t0 = Instant::now();
     trip(&table, t0);
-    let waker = Waker::from(Arc::new(Count::default()));
     let left = |ms: u64| Deadline::Left {
         left: Duration::from_millis(ms),
         of: Duration::from_secs(5),
     };
     // Held at 0, 10 and 20 ms; the first's deadline passes at 100 ms, before the host is back.
-    let mut held: Vec<HostTickets> = [(0, 100), (10, 4000), (20, 4000)]
-        .into_iter()
-        .map(|(at, ms)| {
-            let mut tickets = HostTickets::default();
-            table.admit(
-                PLACE,
-                t0 + Duration::from_millis(at),
-                &mut tickets,
-                left(ms),
-            );
-            assert!(table.still_held(&tickets, &waker));
-            tickets
-        })
-        .collect();
-    let mut probe = HostTickets::default();
-    assert_eq!(
-        table.admit(PLACE, t0 + ms(100), &mut probe, true),
-        Admission::Go
+    let (mut held, now) = held_then_back(
+        &table,
+        t0,
+        [(0, left(100)), (10, left(4000)), (20, left(4000))],
     );
-    observe(&table, Evidence::Answered, t0 + ms(110), &mut probe);
     // Four asked in 110 ms: a turn every 27.5 ms, the first at once.
-    let now = t0 + ms(110);
     let slots: Vec<_> = (held.iter_mut().skip(1))
         .map(|tickets| table.admit(PLACE, now, tickets, true))
         .collect();
@@ -572,7 +564,7 @@ fn a_request_too_near_its_deadline_leaves_the_probe_to_the_next_and_waits() {
     let table = table(Some(Duration::from_secs(10)));
     let t0 = Instant::now();
     trip(&table, t0);
-    let near = super::super::Deadline::Left {
+    let near = Deadline::Left {
         left: ms(60),
         of: Duration::from_secs(5),
     };
@@ -592,7 +584,7 @@ fn a_request_too_near_its_deadline_leaves_the_probe_to_the_next_and_waits() {
     );
     assert!(fresh.down.is_some_and(|ticket| ticket.is_probe()));
     // A short deadline is judged by its quarter: 40 ms left of 100 is room enough.
-    let short = super::super::Deadline::Left {
+    let short = Deadline::Left {
         left: ms(40),
         of: ms(100),
     };
