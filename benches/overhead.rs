@@ -384,20 +384,25 @@ mod chaos {
                 "reqwest/stagger_chaos_unpicked",
             ),
         ] {
-            let (alone_count, with_count) =
-                (super::per_request(alone), super::per_request(with_chaos));
+            // Each variant run once for its instructions and its calls.
+            let [alone_runs, with_runs, unpicked_runs] =
+                [alone, with_chaos, unpicked].map(super::Measured::of);
+            let (alone_count, with_count) = (alone_runs.per_request(), with_runs.per_request());
             let added = with_count as f64 / alone_count as f64 - 1.0;
             println!(
                 "{with_chaos}: {with_count} instructions a request, {alone}: {alone_count} ({:+.2} %; goal at most 1 %: {})",
                 100.0 * added,
                 if added <= 0.01 { "met" } else { "NOT MET" },
             );
-            let allocations = |name| super::calls_in_n_requests(name, is_allocation);
-            let evaluations = |name| super::calls_in_n_requests(name, is_evaluation);
             let a_request = |calls| calls as f64 / super::CALLGRIND_REQUESTS as f64;
-            let (alone_allocations, with_allocations) =
-                (allocations(alone), allocations(with_chaos));
-            let (off, on) = (evaluations(with_chaos), evaluations(unpicked));
+            let (alone_allocations, with_allocations) = (
+                alone_runs.calls(is_allocation),
+                with_runs.calls(is_allocation),
+            );
+            let (off, on) = (
+                with_runs.calls(is_evaluation),
+                unpicked_runs.calls(is_evaluation),
+            );
             println!(
                 "  allocations a request: {} ({alone}: {}); rules evaluated a request: {} ({unpicked}: {})",
                 a_request(with_allocations),
@@ -533,66 +538,81 @@ fn interleaved(filters: &[&str]) {
     }
 }
 
-/// Instructions per request of the variant `name`, under callgrind: the difference between runs of
-/// `2N` and `N` requests, divided by `N`.
-fn per_request(name: &str) -> u64 {
-    let count = |n: usize| -> u64 {
-        let exe = std::env::current_exe().expect("this benchmark's path");
-        let output = Command::new("valgrind")
-            .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
-            .arg(&exe)
-            .args(["--only", name, &n.to_string()])
-            .output()
-            .expect("valgrind on the PATH");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let refs = (stderr.lines())
-            .find_map(|line| line.split("refs:").nth(1))
-            .unwrap_or_else(|| panic!("no instruction count from callgrind:\n{stderr}"));
-        refs.trim().replace(',', "").parse().expect("a count")
-    };
-    let (one, two) = (count(CALLGRIND_REQUESTS), count(2 * CALLGRIND_REQUESTS));
-    (two - one) / CALLGRIND_REQUESTS as u64
+/// A variant's runs of `N` and `2N` requests under callgrind: what `N` requests cost is the
+/// difference.
+struct Measured {
+    /// Each run's instruction count and profile.
+    runs: [(u64, String); 2],
 }
 
-/// Calls `N` requests of the variant `name` make to the functions `callee` picks, under callgrind:
-/// the difference between runs of `2N` and `N` requests.
-#[cfg(feature = "chaos")]
-fn calls_in_n_requests(name: &str, callee: fn(&str) -> bool) -> u64 {
-    let count = |n: usize| -> u64 {
-        let exe = std::env::current_exe().expect("this benchmark's path");
-        let out = std::env::temp_dir().join(format!(
-            "stagger-overhead-{}-{}-{n}.callgrind",
-            std::process::id(),
-            name.replace('/', "_")
-        ));
-        let status = Command::new("valgrind")
-            .args(["--tool=callgrind", "--compress-strings=no"])
-            .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(&exe)
-            .args(["--only", name, &n.to_string()])
-            .output()
-            .expect("valgrind on the PATH")
-            .status;
-        assert!(status.success(), "callgrind on {name}: {status}");
-        let profile = std::fs::read_to_string(&out).expect("callgrind's output");
-        let _ = std::fs::remove_file(&out);
-        // Each call site: `cfn=<callee>`, then `calls=<count> <position>`.
-        let mut calls = 0;
-        let mut picked = false;
-        for line in profile.lines() {
-            if let Some(function) = line.strip_prefix("cfn=") {
-                picked = callee(function);
-            } else if let Some(count) = line.strip_prefix("calls=")
-                && picked
-            {
-                let count = count.split_whitespace().next().expect("a count");
-                calls += count.parse::<u64>().expect("a count");
-            }
+impl Measured {
+    fn of(name: &str) -> Self {
+        Self {
+            runs: [CALLGRIND_REQUESTS, 2 * CALLGRIND_REQUESTS].map(|n| callgrind(name, n)),
         }
-        calls
-    };
-    let (one, two) = (count(CALLGRIND_REQUESTS), count(2 * CALLGRIND_REQUESTS));
-    two.saturating_sub(one)
+    }
+
+    /// Instructions a request.
+    fn per_request(&self) -> u64 {
+        (self.runs[1].0 - self.runs[0].0) / CALLGRIND_REQUESTS as u64
+    }
+
+    /// The calls `N` requests make to the functions `callee` picks.
+    #[cfg(feature = "chaos")]
+    fn calls(&self, callee: fn(&str) -> bool) -> u64 {
+        let [one, two] =
+            [&self.runs[0].1, &self.runs[1].1].map(|profile| calls_in(profile, callee));
+        two.saturating_sub(one)
+    }
+}
+
+/// Runs `n` requests of the variant `name` under callgrind: its instruction count and its profile.
+fn callgrind(name: &str, n: usize) -> (u64, String) {
+    let exe = std::env::current_exe().expect("this benchmark's path");
+    let out = std::env::temp_dir().join(format!(
+        "stagger-overhead-{}-{}-{n}.callgrind",
+        std::process::id(),
+        name.replace('/', "_")
+    ));
+    let output = Command::new("valgrind")
+        .args(["--tool=callgrind", "--compress-strings=no"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(&exe)
+        .args(["--only", name, &n.to_string()])
+        .output()
+        .expect("valgrind on the PATH");
+    assert!(
+        output.status.success(),
+        "callgrind on {name}: {}",
+        output.status
+    );
+    let profile = std::fs::read_to_string(&out).expect("callgrind's output");
+    let _ = std::fs::remove_file(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let refs = (stderr.lines())
+        .find_map(|line| line.split("refs:").nth(1))
+        .unwrap_or_else(|| panic!("no instruction count from callgrind:\n{stderr}"));
+    let refs = refs.trim().replace(',', "").parse().expect("a count");
+    (refs, profile)
+}
+
+/// The calls a callgrind `profile` counts to the functions `callee` picks: each call site is a
+/// `cfn=<callee>` line, then `calls=<count> <position>`.
+#[cfg(feature = "chaos")]
+fn calls_in(profile: &str, callee: fn(&str) -> bool) -> u64 {
+    let mut calls = 0;
+    let mut picked = false;
+    for line in profile.lines() {
+        if let Some(function) = line.strip_prefix("cfn=") {
+            picked = callee(function);
+        } else if let Some(count) = line.strip_prefix("calls=")
+            && picked
+        {
+            let count = count.split_whitespace().next().expect("a count");
+            calls += count.parse::<u64>().expect("a count");
+        }
+    }
+    calls
 }
 
 fn instructions(filters: &[&str]) {
@@ -606,6 +626,6 @@ fn instructions(filters: &[&str]) {
             || (filters.iter()).any(|f| name == *f || (!f.contains('/') && name.contains(f)))
     };
     for (name, _) in variants().into_iter().filter(|(name, _)| wanted(name)) {
-        println!("{name:28} {:9}", per_request(name));
+        println!("{name:28} {:9}", Measured::of(name).per_request());
     }
 }
