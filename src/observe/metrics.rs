@@ -161,7 +161,7 @@ mod imp {
         }
         let mut labels = vec![Label::from_static_parts(
             "http.request.method",
-            method(view.method()),
+            (METHODS.get(usize::from(method(view.method())))).map_or(OTHER, |&name| name),
         )];
         if let Some(host) = host {
             labels.push(Label::new("server.address", host));
@@ -170,18 +170,23 @@ mod imp {
     }
 
     /// The methods OpenTelemetry's HTTP conventions know, and `_OTHER`.
-    fn method(method: &Method) -> &'static str {
+    const METHODS: [&str; 10] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", OTHER,
+    ];
+
+    /// Where `method` is in [`METHODS`]: the last place for any other.
+    fn method(method: &Method) -> u8 {
         match *method {
-            Method::GET => "GET",
-            Method::HEAD => "HEAD",
-            Method::POST => "POST",
-            Method::PUT => "PUT",
-            Method::DELETE => "DELETE",
-            Method::CONNECT => "CONNECT",
-            Method::OPTIONS => "OPTIONS",
-            Method::TRACE => "TRACE",
-            Method::PATCH => "PATCH",
-            _ => OTHER,
+            Method::GET => 0,
+            Method::HEAD => 1,
+            Method::POST => 2,
+            Method::PUT => 3,
+            Method::DELETE => 4,
+            Method::CONNECT => 5,
+            Method::OPTIONS => 6,
+            Method::TRACE => 7,
+            Method::PATCH => 8,
+            _ => 9,
         }
     }
 
@@ -368,15 +373,21 @@ mod imp {
                 handles.call_slept.record(slept.as_secs_f64());
             },
         );
-        // The rest is a failure's: its labels are made as it comes.
+        if failure.is_some() || matches!(stop, StopReason::Budget | StopReason::Throttled) {
+            failed(view, stop, failure);
+        }
+    }
+
+    /// What a call that ended failing records beside what every call does: its labels are made as
+    /// it comes.
+    #[cold]
+    #[inline(never)]
+    fn failed(view: Option<&RequestView<'_>>, stop: StopReason, failure: Option<Reason>) {
         let refused = match stop {
             StopReason::Budget => Some(BUDGET_REFUSALS),
             StopReason::Throttled => Some(THROTTLE_REJECTIONS),
             _ => None,
         };
-        if refused.is_none() && failure.is_none() {
-            return;
-        }
         let labels = labels(view);
         if let Some(refused) = refused {
             counter!(refused, labels.clone()).increment(1);
@@ -394,9 +405,16 @@ mod imp {
         let Some(view) = view else {
             return handles::Series::NONE;
         };
-        match view.grpc_method() {
+        let method = method(view.method());
+        // A gRPC call is a `POST`: no other request is looked at for its method.
+        let grpc = if METHODS.get(usize::from(method)) == Some(&"POST") {
+            view.grpc_method()
+        } else {
+            None
+        };
+        match grpc {
             Some(name) => handles::Series::grpc(name.service(), name.method(), view.target_bytes()),
-            None => handles::Series::http(method(view.method()), view.target_bytes()),
+            None => handles::Series::http(method, view.target_bytes()),
         }
     }
 }

@@ -54,32 +54,41 @@ static METADATA: Metadata<'static> =
 /// and past it a call registers its handles as it comes.
 const MAX_KEPT_SERIES: usize = 4096;
 
-/// What a series' labels are made of, as a call's request has them: for an HTTP request its method
-/// name, nothing, and what names its host (the URI's authority, port included, or its `Host`
-/// header); for a gRPC call its service, its method (never empty) and what names its host. A host
-/// written two ways is two series holding the same labels, each registered once.
+/// What a series' labels are made of, as a call's request has them: for an HTTP request the number
+/// of its method (one of a few the labels know) and what names its host (the URI's authority, port
+/// included, or its `Host` header); for a gRPC call its service, its method (never empty) and what
+/// names its host. A host written two ways is two series holding the same labels, each registered
+/// once.
 #[derive(Clone, Copy)]
 pub(super) struct Series<'a> {
+    /// An HTTP request's method, as a number from 1; 0 for any other call.
+    method: u8,
     parts: [&'a [u8]; 3],
 }
 
 impl<'a> Series<'a> {
-    /// The series of an HTTP request's method and target.
-    pub(super) fn http(method: &'a str, target: &'a [u8]) -> Self {
+    /// The series of an HTTP request whose method is the `method`-th of those the labels know (a
+    /// number compares at once, where a name would be compared byte by byte), and of its target.
+    pub(super) fn http(method: u8, target: &'a [u8]) -> Self {
         Self {
-            parts: [method.as_bytes(), b"", target],
+            method: method.saturating_add(1),
+            parts: [b"", b"", target],
         }
     }
 
     /// The series of a gRPC call to `service`'s `method`.
     pub(super) fn grpc(service: &'a str, method: &'a str, target: &'a [u8]) -> Self {
         Self {
+            method: 0,
             parts: [service.as_bytes(), method.as_bytes(), target],
         }
     }
 
     /// The series of calls without a request ([`retry()`](crate::retry())'s).
-    pub(super) const NONE: Series<'static> = Series { parts: [b""; 3] };
+    pub(super) const NONE: Series<'static> = Series {
+        method: 0,
+        parts: [b""; 3],
+    };
 
     /// A hash of the parts, eight bytes at a time: only where to look, as each entry keeps its
     /// series whole and a look finds it only if the series is the same.
@@ -89,7 +98,7 @@ impl<'a> Series<'a> {
                 .wrapping_mul(0x9e37_79b9_7f4a_7c15)
                 .rotate_left(29)
         };
-        let mut hash = 0;
+        let mut hash = u64::from(self.method);
         for part in self.parts {
             for word in part.chunks_exact(8) {
                 hash = mix(hash, word_at(word, 0));
@@ -128,6 +137,7 @@ fn half_at(bytes: &[u8], at: usize) -> u64 {
 
 /// The handles of one series, with the series and the recorder they were registered with.
 struct Entry {
+    method: u8,
     parts: [Box<[u8]>; 3],
     recorder: usize,
     handles: CallHandles,
@@ -141,6 +151,7 @@ impl Entry {
         labels: Vec<Label>,
     ) -> Self {
         Self {
+            method: series.method,
             parts: series.parts.map(Box::from),
             recorder: address,
             handles: CallHandles::register(recorder, labels),
@@ -148,15 +159,17 @@ impl Entry {
     }
 
     /// Whether these are `series`' handles in the recorder at `recorder`.
+    #[inline]
     fn holds(&self, series: Series<'_>, recorder: usize) -> bool {
         let [a, b, c] = &self.parts;
         let [x, y, z] = series.parts;
         // The lengths first: the bytes are compared only where they may be the same.
         self.recorder == recorder
+            && self.method == series.method
             && (a.len(), b.len(), c.len()) == (x.len(), y.len(), z.len())
             && same(c, z)
-            && same(a, x)
-            && same(b, y)
+            && (x.is_empty() || same(a, x))
+            && (y.is_empty() || same(b, y))
     }
 }
 
@@ -168,6 +181,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         0 => true,
         1..=3 => a == b,
         4..=7 => half_at(a, 0) == half_at(b, 0) && half_at(a, len - 4) == half_at(b, len - 4),
+        8..=16 => word_at(a, 0) == word_at(b, 0) && word_at(a, len - 8) == word_at(b, len - 8),
         _ => {
             (a.chunks_exact(8).zip(b.chunks_exact(8))).all(|(x, y)| word_at(x, 0) == word_at(y, 0))
                 && word_at(a, len - 8) == word_at(b, len - 8)
@@ -335,10 +349,11 @@ mod tests {
     #[test]
     fn a_series_is_found_only_by_itself() {
         let series = [
-            Series::http("GET", b"api.example.com:443"),
-            Series::http("GET", b"api.example.com:444"),
-            Series::http("PUT", b"api.example.com:443"),
-            Series::http("GET", b""),
+            Series::http(0, b"api.example.com:443"),
+            Series::http(0, b"api.example.com:444"),
+            Series::http(3, b"api.example.com:443"),
+            Series::http(0, b""),
+            Series::grpc("", "x", b""),
             Series::grpc("helloworld.Greeter", "SayHello", b"api.example.com:443"),
             Series::grpc("helloworld.Greeter", "SayHell", b"api.example.com:443"),
             Series::grpc("GET", "x", b"api.example.com:443"),
