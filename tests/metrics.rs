@@ -551,38 +551,58 @@ fn a_hedge_the_inner_service_cannot_take_is_not_counted() {
     assert_eq!(counter(names::ATTEMPTS), Some(&DebugValue::Counter(1)));
 }
 
-/// `stagger.host.state_changes`: a host found down, probed, and up again, each counted once by
-/// `host.state`.
+/// `stagger.host.state_changes`: an entry found down, probed, and up again, each counted once by
+/// `host.state`, and by `host.scope` the entry it was: a host that does not answer is the host's
+/// (`host`), a path answered `502` is the path's alone (`route`), so that an alert on hosts found
+/// down is not woken by one path of one.
 #[test]
-fn a_host_s_health_changes_are_counted_by_state() {
+fn a_host_s_health_changes_are_counted_by_state_and_scope() {
     use stagger::{Breaker, Jitter};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     static UP: AtomicBool = AtomicBool::new(false);
-    let metrics = recorded(async || {
-        let policy = RetryPolicy::builder()
-            .max_retries(0)
-            .breaker(Breaker::fail_fast().with_probe_backoff(
-                Backoff::fixed(Duration::from_millis(1)).with_jitter(Jitter::None),
-            ))
-            .build()
-            .unwrap();
-        let respond =
-            |_: &http::Request<()>| Ok(answer(if UP.load(Ordering::SeqCst) { 200 } else { 502 }));
-        let get = || http::Request::get("http://127.0.0.1/").body(()).unwrap();
-        for _ in 0..5 {
+    let changes = |failure: fn() -> Result<http::Response<()>, io::Error>| {
+        UP.store(false, Ordering::SeqCst);
+        let metrics = recorded(async || {
+            let policy = RetryPolicy::builder()
+                .max_retries(0)
+                .breaker(Breaker::fail_fast().with_probe_backoff(
+                    Backoff::fixed(Duration::from_millis(1)).with_jitter(Jitter::None),
+                ))
+                .build()
+                .unwrap();
+            let respond = move |_: &http::Request<()>| {
+                if UP.load(Ordering::SeqCst) {
+                    Ok(answer(200))
+                } else {
+                    failure()
+                }
+            };
+            let get = || http::Request::get("http://127.0.0.1/").body(()).unwrap();
+            for _ in 0..5 {
+                let response = through_the_layer(policy.clone(), get(), respond).await;
+                assert!(response.map_or(true, |response| response.status() == 502));
+            }
+            UP.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(2)).await;
             let response = through_the_layer(policy.clone(), get(), respond).await;
-            assert_eq!(response.unwrap().status(), 502);
-        }
-        UP.store(true, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        let response = through_the_layer(policy.clone(), get(), respond).await;
-        assert_eq!(response.unwrap().status(), 200);
-    });
-    let changes = series(&metrics, names::HOST_STATE_CHANGES, "host.state");
-    let expected = [("down", 1), ("probing", 1), ("up", 1)];
+            assert_eq!(response.unwrap().status(), 200);
+        });
+        let of = |label| series(&metrics, names::HOST_STATE_CHANGES, label);
+        (of("host.state"), of("host.scope"))
+    };
+    let expected = |scope: &str| {
+        let states = [("down", 1), ("probing", 1), ("up", 1)];
+        (
+            states.map(|(state, n)| (state.to_owned(), n)).into(),
+            [(scope.to_owned(), 3)].into(),
+        )
+    };
+    let refused = || Err(io::Error::from(io::ErrorKind::ConnectionRefused));
+    assert_eq!(changes(refused), expected("host"), "refused");
     assert_eq!(
-        changes,
-        expected.map(|(state, n)| (state.to_owned(), n)).into()
+        changes(|| Ok(answer(502))),
+        expected("route"),
+        "answered 502"
     );
 }

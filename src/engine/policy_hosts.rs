@@ -215,7 +215,7 @@ impl RetryState {
         {
             let scope = self.scope_of(ticket.key, place);
             log::probing(request, ticket.probe_number(), scope.as_str());
-            metrics::host_state(request, "probing");
+            metrics::host_state(request, "probing", scope.as_str());
         }
         if admission == Admission::Go {
             return Ok(None);
@@ -553,11 +553,11 @@ fn report_change(request: Option<&RequestView<'_>>, change: Option<(Scope, Chang
         None => {}
         Some((scope, Change::Down { failures })) => {
             log::host_down(request, failures, scope.as_str());
-            metrics::host_state(request, "down");
+            metrics::host_state(request, "down", scope.as_str());
         }
         Some((scope, Change::Up { down_for, held })) => {
             log::host_up(request, down_for, held, scope.as_str());
-            metrics::host_state(request, "up");
+            metrics::host_state(request, "up", scope.as_str());
         }
     }
 }

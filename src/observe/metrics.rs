@@ -11,6 +11,7 @@
 //! | [`THROTTLE_REJECTIONS`] | counter | `http.request.method`, `server.address` | attempts adaptive throttling rejected locally |
 //! | [`COOLDOWN_WAITS`] | counter | `http.request.method`, `server.address` | requests held for a host's pause |
 //! | [`CALLS_GIVEN_UP`] | counter | the same, `stop.reason` | calls that ended while still failing, by why the retries stopped |
+//! | [`HOST_STATE_CHANGES`] | counter | the same, `host.state`, `host.scope` | changes of the breaker's view of a host, a path of it or a replica |
 //! | [`CALL_ATTEMPTS`] | histogram | `http.request.method`, `server.address` | attempts per call |
 //! | [`CALL_SLEPT`] | histogram (seconds) | `http.request.method`, `server.address` | time a call slept between attempts |
 //! | [`RESTARTS`] | counter | `run.outcome` | restarts of supervised tasks ([`supervise`](crate::supervise())) |
@@ -46,6 +47,8 @@
 //! | `delay.reason` | `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
 //! | `stop.reason` | `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback`, `opted_out`, `host_down` ([`StopReason::as_str`](crate::StopReason::as_str)) |
 //! | `run.outcome` | `failed`, or `returned` (a run that returned `Ok`, restarted with `restart_on_return`) |
+//! | `host.state` | `down`, `probing` (a probe sent), `up` |
+//! | `host.scope` | which of the breaker's entries changed: `host` (the host, name and port), `route` (one path of it, a gRPC method, which a gateway's failures put down alone), `replica` (one replica of a name with a [`ReplicaSet`](crate::ReplicaSet)) |
 //!
 //! The `tracing` events carry the same tokens in their `error.type`, `delay.reason`, `stop.reason` and
 //! `run.outcome` fields.
@@ -92,7 +95,10 @@ pub const THROTTLE_REJECTIONS: &str = "stagger.throttle.rejections";
 /// Counter: requests held for their host's pause.
 pub const COOLDOWN_WAITS: &str = "stagger.cooldown.waits";
 /// Counter: changes of a host's health ([`Breaker`](crate::Breaker)), by `host.state`: `down` (found
-/// down, or marked), `probing` (a probe sent), `up` (a probe answered, or marked up).
+/// down, or marked), `probing` (a probe sent), `up` (a probe answered, or marked up); and by
+/// `host.scope`, the entry that changed: `host`, `route` (one path of the host) or `replica`. An
+/// alert on hosts found down reads `host.scope="host"`: a route down is one path, its host's other
+/// paths sent as ever.
 pub const HOST_STATE_CHANGES: &str = "stagger.host.state_changes";
 /// Counter: calls that ended while still failing, by `stop.reason`.
 pub const CALLS_GIVEN_UP: &str = "stagger.calls.given_up";
@@ -340,9 +346,14 @@ mod imp {
         counter!(COOLDOWN_WAITS, labels(view)).increment(1);
     }
 
-    pub(crate) fn host_state(view: Option<&RequestView<'_>>, state: &'static str) {
+    pub(crate) fn host_state(
+        view: Option<&RequestView<'_>>,
+        state: &'static str,
+        scope: &'static str,
+    ) {
         let mut labels = labels(view);
         labels.push(Label::from_static_parts("host.state", state));
+        labels.push(Label::from_static_parts("host.scope", scope));
         counter!(HOST_STATE_CHANGES, labels).increment(1);
     }
 
@@ -441,7 +452,7 @@ mod imp {
     pub(crate) fn cooldown_wait(_: Option<&RequestView<'_>>) {}
 
     #[inline(always)]
-    pub(crate) fn host_state(_: Option<&RequestView<'_>>, _: &'static str) {}
+    pub(crate) fn host_state(_: Option<&RequestView<'_>>, _: &'static str, _: &'static str) {}
 
     #[cfg(any(feature = "tower", feature = "reqwest-middleware"))]
     #[inline(always)]
