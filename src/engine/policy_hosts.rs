@@ -119,8 +119,6 @@ impl RetryPolicy {
 }
 
 impl RetryState {
-    /// Which entry `key`, an entry a request to `place` met, is: the host's, the request's route's,
-    /// or (for a name with replicas) the replica's, or its route's.
     /// What the call has left of its deadline, for the breaker's admission: all of it before its
     /// clock starts.
     pub(super) fn time_left(&self) -> Deadline {
@@ -133,6 +131,8 @@ impl RetryState {
         }
     }
 
+    /// Which entry `key`, an entry a request to `place` met, is: the host's, the request's route's,
+    /// or (for a name with replicas) the replica's, or its route's.
     fn scope_of(&self, key: Host, place: Place) -> Scope {
         if key == place.host || key == place.health {
             return Scope::Host;

@@ -26,10 +26,12 @@
 //! regression is caught. Holding, two come from whom the breaker lets go: the probe goes with the
 //! first held call to ask once it is due, most often the oldest, with under a gap (20 ms) left of
 //! its deadline, and the calls held are let go oldest first at the rate they came, each with about
-//! that much left. A probe its own deadline cuts says nothing of the host, and the next waits its
-//! delay: the host can be up 2–3 s after the return rather than within 1 s, and the calls past the
-//! hold's bound meanwhile fail at once ([`Run::up_after`], [`Run::ok_after`]); and now and then a
-//! held call let go with a few milliseconds left is cut by its deadline ([`Run::held_problem`]).
+//! that much left, or 100 ms before its deadline if that is sooner. A probe its own deadline cuts
+//! says nothing of the host, and the next waits its delay: the host can be up 2–3 s after the
+//! return rather than within 1 s, and the calls past the hold's bound meanwhile fail at once
+//! ([`Run::up_after`], [`Run::ok_after`]); and now and then a held call let go with a few
+//! milliseconds left is cut by its deadline ([`Run::held_problem`]): those with under 100 ms left
+//! when the host came back.
 
 use std::time::Duration;
 

@@ -14,11 +14,13 @@ pub(crate) enum Deadline {
     Left { left: Duration, of: Duration },
 }
 
-/// The least a request must have left of its deadline to go as a down host's probe (or a quarter of
-/// its deadline, if that is less): a probe cut by its caller's deadline says nothing of the host, and
-/// the next one waits its delay. (Against a real blackhole, the oldest held calls took the probes with
-/// 2 to 7 ms left, and the host was found back up to 2.9 s after its return, not within 1 s.)
-const PROBE_ROOM: Duration = Duration::from_millis(100);
+/// The room a request leaves before its deadline for an answer (or a quarter of its deadline, if
+/// that is less). A request with less left does not go as a down host's probe: a probe cut by its
+/// caller's deadline says nothing of the host, and the next one waits its delay. (Against a real
+/// blackhole, the oldest held calls took the probes with 2 to 7 ms left, and the host was found back
+/// up to 2.9 s after its return, not within 1 s.) And a request held for a host that is back goes
+/// no later than this before its deadline, whatever its turn.
+const ANSWER_ROOM: Duration = Duration::from_millis(100);
 
 impl Deadline {
     /// Whether it has one.
@@ -30,7 +32,18 @@ impl Deadline {
     pub(crate) fn leaves_room_for_a_probe(self) -> bool {
         match self {
             Self::None => true,
-            Self::Left { left, of } => left >= PROBE_ROOM.min(of / 4),
+            Self::Left { left, of } => left >= ANSWER_ROOM.min(of / 4),
+        }
+    }
+
+    /// The latest a request asking at `now` may go and leave room for its answer before its
+    /// deadline; `now` if it has less left, and `None` without a deadline.
+    pub(crate) fn latest_start(self, now: Instant) -> Option<Instant> {
+        match self {
+            Self::None => None,
+            Self::Left { left, of } => {
+                now.checked_add(left.saturating_sub(ANSWER_ROOM.min(of / 4)))
+            }
         }
     }
 

@@ -293,6 +293,42 @@ fn a_held_request_past_its_deadline_takes_no_turn() {
     );
 }
 
+/// A held request goes no later than leaves room for its answer before its own deadline (100 ms,
+/// or a quarter of its deadline), whatever its turn. (Let go at their turns, which came about as
+/// near their deadlines as the oldest's when the host came back, 15 of 486 held calls behind a real
+/// blackhole reached their deadlines unsent.)
+#[test]
+fn a_held_request_goes_in_time_for_its_answer_whatever_its_turn() {
+    let table = table(Some(Duration::from_secs(5)));
+    let t0 = Instant::now();
+    trip(&table, t0);
+    let (mut held, now) = held_then_back(&table, t0, (0..4).map(|n| (10 * n, true.into())));
+    let left = |ms: u64| Deadline::Left {
+        left: Duration::from_millis(ms),
+        of: Duration::from_secs(5),
+    };
+    // Turns 22 ms apart from the first, at once: the third's (44 ms) leaves it no room, the
+    // fourth's (66 ms) 84 ms where it needs 100.
+    let deadlines = [true.into(), true.into(), left(100), left(150)];
+    let slots: Vec<_> = (held.iter_mut().zip(deadlines))
+        .map(|(tickets, deadline)| table.admit(PLACE, now, tickets, deadline))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            Admission::Go,
+            Admission::Slot(ms(22)),
+            Admission::Go,
+            Admission::Slot(ms(50))
+        ]
+    );
+    // Asking again when its room begins, the fourth goes.
+    assert_eq!(
+        table.admit(PLACE, now + ms(50), &mut held[3], left(100)),
+        Admission::Go
+    );
+}
+
 #[test]
 fn past_the_hold_s_bound_new_requests_fail_fast_and_those_waiting_wait_on_within_their_deadline() {
     let table = table(Some(ms(250)));
