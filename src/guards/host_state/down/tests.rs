@@ -208,6 +208,14 @@ fn held_requests_are_woken_by_the_probe_s_answer_and_go_one_pace_apart() {
     );
 }
 
+/// A deadline of 5 s with `ms` left.
+fn left(ms: u64) -> Deadline {
+    Deadline::Left {
+        left: Duration::from_millis(ms),
+        of: Duration::from_secs(5),
+    }
+}
+
 /// Requests held from `t0` while the host is down, each at its time (ms) with its deadline, then
 /// woken by the probe sent at 100 ms and answered at 110 ms: their tickets, and that 110 ms.
 fn held_then_back(
@@ -270,10 +278,6 @@ fn a_held_request_past_its_deadline_takes_no_turn() {
     let table = table(Some(Duration::from_secs(5)));
     let t0 = Instant::now();
     trip(&table, t0);
-    let left = |ms: u64| Deadline::Left {
-        left: Duration::from_millis(ms),
-        of: Duration::from_secs(5),
-    };
     // Held at 0, 10 and 20 ms; the first's deadline passes at 100 ms, before the host is back.
     let (mut held, now) = held_then_back(
         &table,
@@ -303,10 +307,6 @@ fn a_held_request_goes_in_time_for_its_answer_whatever_its_turn() {
     let t0 = Instant::now();
     trip(&table, t0);
     let (mut held, now) = held_then_back(&table, t0, (0..4).map(|n| (10 * n, true.into())));
-    let left = |ms: u64| Deadline::Left {
-        left: Duration::from_millis(ms),
-        of: Duration::from_secs(5),
-    };
     // Turns 22 ms apart from the first, at once: the third's (44 ms) leaves it no room, the
     // fourth's (66 ms) 84 ms where it needs 100.
     let deadlines = [true.into(), true.into(), left(100), left(150)];
