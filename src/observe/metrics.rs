@@ -167,7 +167,7 @@ mod imp {
         }
         let mut labels = vec![Label::from_static_parts(
             "http.request.method",
-            (METHODS.get(usize::from(method(view.method())))).map_or(OTHER, |&name| name),
+            method_name(method(view.method())),
         )];
         if let Some(host) = host {
             labels.push(Label::new("server.address", host));
@@ -179,6 +179,11 @@ mod imp {
     const METHODS: [&str; 10] = [
         "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", OTHER,
     ];
+
+    /// The name of the `method`-th of [`METHODS`].
+    fn method_name(method: u8) -> &'static str {
+        (METHODS.get(usize::from(method))).map_or(OTHER, |&name| name)
+    }
 
     /// Where `method` is in [`METHODS`]: the last place for any other.
     fn method(method: &Method) -> u8 {
@@ -418,7 +423,7 @@ mod imp {
         };
         let method = method(view.method());
         // A gRPC call is a `POST`: no other request is looked at for its method.
-        let grpc = if METHODS.get(usize::from(method)) == Some(&"POST") {
+        let grpc = if method_name(method) == "POST" {
             view.grpc_method()
         } else {
             None

@@ -518,7 +518,7 @@ impl HostHealth {
                 // they still go no faster than they came. (Let go at their turns, which come about
                 // as near their deadlines as the oldest's when the host came back, 15 of 486 held
                 // calls behind a real blackhole reached their deadlines unsent.)
-                let at = (deadline.latest_start(now)).map_or(at, |latest| at.min(latest.max(now)));
+                let at = (deadline.latest_start(now)).map_or(at, |latest| at.min(latest));
                 held.release = Some((position, at <= now));
                 (at > now).then(|| Admission::Slot(at - now))
             }

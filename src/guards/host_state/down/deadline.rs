@@ -32,7 +32,7 @@ impl Deadline {
     pub(crate) fn leaves_room_for_a_probe(self) -> bool {
         match self {
             Self::None => true,
-            Self::Left { left, of } => left >= ANSWER_ROOM.min(of / 4),
+            Self::Left { left, of } => left >= room(of),
         }
     }
 
@@ -41,9 +41,7 @@ impl Deadline {
     pub(crate) fn latest_start(self, now: Instant) -> Option<Instant> {
         match self {
             Self::None => None,
-            Self::Left { left, of } => {
-                now.checked_add(left.saturating_sub(ANSWER_ROOM.min(of / 4)))
-            }
+            Self::Left { left, of } => now.checked_add(left.saturating_sub(room(of))),
         }
     }
 
@@ -56,6 +54,12 @@ impl Deadline {
             Self::Left { left, .. } => now.checked_add(left / 2),
         }
     }
+}
+
+/// The room a request with a deadline of `of` leaves for an answer: [`ANSWER_ROOM`], or a quarter
+/// of its deadline if that is less.
+fn room(of: Duration) -> Duration {
+    ANSWER_ROOM.min(of / 4)
 }
 
 /// In tests: `true` is a deadline far off.
