@@ -286,12 +286,7 @@ async fn run<'n>(
     let result = 'call: {
         // With `host_cooldown`, a host that asked for a pause holds the first attempt too. The
         // verdict is taken apart before the pause, so that it takes no room in the future.
-        let paused = match call.start(|| Some(RequestView::from_reqwest(&request))) {
-            Start::Now => false,
-            Start::AfterPause => true,
-            Start::End(result) => break 'call result,
-        };
-        if paused {
+        if call.start(|| Some(RequestView::from_reqwest(&request))) == Start::AfterPause {
             let view = || Some(RequestView::from_reqwest(&request));
             if let Err(result) = poll_fn(|cx| call.poll_resume(view().as_ref(), cx)).await {
                 break 'call result;

@@ -3,6 +3,11 @@
 //! have waited before it ends, so that a loop of calls against a failing backend sends no more than
 //! its backoff allows. Through `RetryLayer`, `RetryMiddleware` and `stagger::retry`, against servers
 //! in process on tokio's paused clock.
+//!
+//! And without it, a loop of calls refused at once does not keep its thread: each refusal spends a
+//! unit of the task's cooperative budget, as a request would have in its socket, so that the tasks
+//! beside the loop run (the one whose probe would find the host back among them); through
+//! `RetryMiddleware`, under the README's features, in `tests/reqwest_middleware/refused.rs`.
 #![cfg(all(feature = "tower", feature = "reqwest-middleware"))]
 
 use std::io;
@@ -12,6 +17,8 @@ use std::time::Duration;
 
 use http::{Extensions, Request, Response};
 use reqwest_middleware::{ClientBuilder, Middleware, Next};
+mod common;
+
 use stagger::{
     Backoff, Breaker, Jitter, Outcome, Overrides, Reason, RetryBudget, RetryInfo, RetryLayer,
     RetryMiddleware, RetryPolicy, RetryPolicyBuilder, RetryReport, StopReason,
@@ -189,4 +196,32 @@ async fn stagger_retry_refused_by_the_budget_waits_the_retry_s_delay_before_retu
         "the error keeps its kind"
     );
     assert_eq!(start.elapsed(), ms(200));
+}
+
+#[tokio::test]
+async fn a_loop_of_calls_refused_at_once_through_the_tower_layer_lets_the_tasks_beside_it_run() {
+    // The defaults (a host found down holds its requests 10 s, then refuses them at once), with the
+    // host marked down by hand, which refuses them at once from the start.
+    let policy = RetryPolicy::builder().build().unwrap();
+    assert!(policy.mark_down("api.test"));
+    let hits = Arc::new(AtomicU32::new(0));
+    let never = {
+        let hits = Arc::clone(&hits);
+        service_fn(move |_: Request<String>| {
+            hits.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, io::Error>(Response::new(String::new())) }
+        })
+    };
+    let service = RetryLayer::new(policy.clone()).layer(never);
+    let calls = common::refused_before_a_neighbour_runs(|| {
+        let request = Request::get("http://api.test/").body(String::new());
+        let call = service.clone().oneshot(request.unwrap());
+        async move {
+            let error = call.await.unwrap_err();
+            error.info().stop_reason() == Some(StopReason::HostDown) && error.info().attempts() == 0
+        }
+    })
+    .await;
+    assert!(calls <= common::YIELDS_WITHIN, "{calls}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
 }

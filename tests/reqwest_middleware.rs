@@ -31,6 +31,8 @@ mod errors;
 mod idempotency;
 #[path = "reqwest_middleware/logs.rs"]
 mod logs;
+#[path = "reqwest_middleware/refused.rs"]
+mod refused;
 #[path = "reqwest_middleware/reqwest_retry.rs"]
 mod reqwest_retry;
 #[path = "reqwest_middleware/responses.rs"]

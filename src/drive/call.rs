@@ -85,6 +85,9 @@ enum Pause {
     /// A guard refused the call, which waits the delay its retry would have waited before it ends
     /// (`backoff_on_refusal`), with its result kept.
     Linger,
+    /// The call ends unsent, its result kept, on the task's cooperative budget (see
+    /// [`Call::end_after`]).
+    Ending,
 }
 
 /// Whether the timer watches the deadline while the inner service gets ready for a retry.
@@ -98,14 +101,13 @@ enum DeadlineTimer {
 }
 
 /// How a call begins, as [`Call::start`] says before its first attempt.
-pub(crate) enum Start<Res, E> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
     /// Send the first attempt now.
     Now,
-    /// Its host asked for a pause: wait it out ([`Call::poll_resume`]), then [`Call::begin`] the
-    /// attempt.
+    /// Wait first ([`Call::poll_resume`]), then [`Call::begin`] the attempt: its host asked for a
+    /// pause; or the call ends unsent, and `begin` (or `poll_resume`) hands back its result.
     AfterPause,
-    /// The call ends before anything is sent, with this.
-    End(Final<Res, E>),
 }
 
 /// One call's retries as an adapter drives them.
@@ -156,21 +158,21 @@ impl<Res, E> Call<Res, E> {
         &self.retry
     }
 
-    /// Step 1, before the first attempt: send it [`Now`](Start::Now), wait out its host's pause
-    /// first ([`AfterPause`](Start::AfterPause)), or [`End`](Start::End) the call unsent: the pause
-    /// outlasts the policy's limits, adaptive throttling rejected it, or the caller's deadline has
-    /// passed. `view` is asked for only when the answer depends on the request's host, or to log an
-    /// end.
+    /// Step 1, before the first attempt: send it [`Now`](Start::Now), or wait first
+    /// ([`AfterPause`](Start::AfterPause)): out its host's pause, or, for a call that ends unsent
+    /// (the pause outlasts the policy's limits, its host is down, adaptive throttling rejected it,
+    /// the caller's deadline has passed), before its result is handed back (see
+    /// [`end_after`](Self::end_after)). `view` is asked for only when the answer depends on the
+    /// request's host, or to log an end.
     #[inline]
-    pub(crate) fn start<'v>(
-        &mut self,
-        view: impl FnOnce() -> Option<RequestView<'v>>,
-    ) -> Start<Res, E> {
+    pub(crate) fn start<'v>(&mut self, view: impl FnOnce() -> Option<RequestView<'v>>) -> Start {
         // A caller's deadline that has already passed (a gRPC call's `grpc-timeout`): nothing is
         // sent with no time to run.
         if self.retry.out_of_time() {
             self.retry.expired_before_sending(view().as_ref());
-            return Start::End(self.at_deadline());
+            let ended = self.at_deadline();
+            self.end_after(ended, Duration::ZERO);
+            return Start::AfterPause;
         }
         match self.retry.before_first(view) {
             Ok(None) => Start::Now,
@@ -178,13 +180,11 @@ impl<Res, E> Call<Res, E> {
                 self.pause_for(wait);
                 Start::AfterPause
             }
-            Err(rejected) => match self.retry.take_linger() {
-                Some(wait) => {
-                    self.linger(Err(Error::from_rejected(rejected)), wait);
-                    Start::AfterPause
-                }
-                None => Start::End(Err(Error::from_rejected(rejected))),
-            },
+            Err(rejected) => {
+                let wait = self.retry.take_linger().unwrap_or_default();
+                self.end_after(Err(Error::from_rejected(rejected)), wait);
+                Start::AfterPause
+            }
         }
     }
 
@@ -422,7 +422,7 @@ impl<Res, E> Call<Res, E> {
                     // Refused by a guard: the result waits out the retry's delay, then ends the
                     // call, from `poll_resume` or `begin`.
                     Some(wait) => {
-                        self.linger(ended, wait);
+                        self.end_after(ended, wait);
                         ControlFlow::Continue(())
                     }
                     None => ControlFlow::Break(ended),
@@ -473,11 +473,21 @@ impl<Res, E> Call<Res, E> {
     }
 
     /// Keeps `ended`, the call's result, until `wait` has passed: a guard refused the call, which
-    /// waits the delay its retry would have waited (`backoff_on_refusal`).
-    fn linger(&mut self, ended: Final<Res, E>, wait: Duration) {
+    /// waits the delay its retry would have waited (`backoff_on_refusal`); or, with no delay, until
+    /// the task has spent a unit of its cooperative budget.
+    ///
+    /// A call that ends unsent ends without I/O, where the request it stands for would have spent
+    /// the budget in its socket: a caller's loop whose calls are refused at once (a host found
+    /// down, with `Breaker::fail_fast` or past the hold) would otherwise keep its thread, and starve
+    /// the tasks beside it, the one whose probe would find the host back among them.
+    fn end_after(&mut self, ended: Final<Res, E>, wait: Duration) {
         self.last.put(Kept::Final(ended));
-        self.timer.set(after(wait), self.retry.policy().timer());
-        self.phase = Phase::Pause(Pause::Linger);
+        self.phase = if wait.is_zero() {
+            Phase::Pause(Pause::Ending)
+        } else {
+            self.timer.set(after(wait), self.retry.policy().timer());
+            Phase::Pause(Pause::Linger)
+        };
     }
 
     /// The call's result, once a refusal's delay has been waited out.
@@ -503,6 +513,11 @@ impl<Res, E> Call<Res, E> {
             }
             Phase::Pause(Pause::Linger) => {
                 ready!(self.timer.poll(cx));
+                self.phase = Phase::Ended;
+                return Poll::Ready(());
+            }
+            Phase::Pause(Pause::Ending) => {
+                ready!(poll_zero_delay(cx));
                 self.phase = Phase::Ended;
                 return Poll::Ready(());
             }

@@ -29,8 +29,7 @@ where
 {
     match call.start(|| None) {
         Start::Now => {}
-        Start::End(result) => return result,
-        // A refusal waited out (`backoff_on_refusal`): its result comes from `begin`.
+        // A call ending unsent: its result comes from `begin`.
         Start::AfterPause => {
             poll_fn(|cx| call.poll_pause(cx)).await;
             if let Err(result) = call.begin(None) {

@@ -52,7 +52,7 @@ pin_project! {
         R: Judge<Req, S::Response, S::Error>,
     {
         #[pin]
-        state: State<S::Future, S::Response, S::Error>,
+        state: State<S::Future>,
         service: S,
         call: Call<S::Response, S::Error>,
         replay: R,
@@ -75,16 +75,14 @@ struct Spans {
 pin_project! {
     /// Where the call is in the corridor of `drive`.
     #[project = StateProj]
-    enum State<F, Res, E> {
+    enum State<F> {
         // An attempt is in flight, under its time limit.
         Called { #[pin] future: F },
         // The first attempt waits for its host's pause to end (the request itself is held, unsent),
-        // then for the service's readiness.
+        // then for the service's readiness; or the call ends unsent, with what `Call` kept.
         Paused,
         // The pause before a retry, then the service's readiness, under the deadline.
         Waiting,
-        // The call ended before anything was sent (`Call::start`), with this.
-        Ended { result: Option<Final<Res, E>> },
         Done,
     }
 }
@@ -133,12 +131,6 @@ where
             }
             // Nothing is copied while the request waits: it may never go.
             Start::AfterPause => (State::Paused, Held::unsent(request)),
-            Start::End(result) => {
-                let ended = State::Ended {
-                    result: Some(result),
-                };
-                (ended, Held::unsent(request))
-            }
         };
         let hedge = Hedge::new(call.retry(), HedgeClone::default);
         drop(_call);
@@ -287,10 +279,6 @@ where
                         Err(result) => result,
                     }
                 }
-                StateProj::Ended { result } => match result.take() {
-                    Some(result) => result,
-                    None => panic!("`ResponseFuture` polled after it completed"),
-                },
                 StateProj::Done => panic!("`ResponseFuture` polled after it completed"),
             };
             this.state.set(State::Done);

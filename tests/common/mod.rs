@@ -128,3 +128,30 @@ impl Visit for Fields {
         self.0.insert(field.name().to_owned(), value.to_owned());
     }
 }
+
+/// The calls a loop makes, each refused at once (`call` says it was), before a task spawned beside
+/// it on the same thread (a current-thread runtime's) runs; stopped at 100 000.
+pub async fn refused_before_a_neighbour_runs<F, Fut>(mut call: F) -> u32
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let ran = Arc::new(AtomicBool::new(false));
+    tokio::spawn({
+        let ran = Arc::clone(&ran);
+        async move { ran.store(true, Ordering::SeqCst) }
+    });
+    let mut calls = 0;
+    while !ran.load(Ordering::SeqCst) && calls < 100_000 {
+        assert!(call().await, "call {calls} was not refused unsent");
+        calls += 1;
+    }
+    calls
+}
+
+/// tokio's budget is 128 units a poll of a task: the 129th refusal finds it spent, yields, and ends
+/// once the neighbour has run. (Before a refusal spent any, the neighbour waited for all 100 000.)
+pub const YIELDS_WITHIN: u32 = 129;
