@@ -399,7 +399,7 @@ impl RetryState {
         if let Some(delays) = &mut self.delays {
             delays.hosts = tickets;
         }
-        report_change(request, change);
+        report_change(request, change, Evidence::HostSilent);
     }
 
     /// Learns that an attempt of `request` was answered after `took`, for the breaker's judgement of
@@ -493,7 +493,7 @@ impl RetryState {
         if let Some(delays) = &mut self.delays {
             delays.hosts = tickets;
         }
-        report_change(request, change);
+        report_change(request, change, evidence);
     }
 
     /// The hold `request`'s host is in, if the policy keeps a cooldown and one is in force: no
@@ -548,11 +548,16 @@ fn guards_fail_fast(policy: &RetryPolicy) -> bool {
 
 /// Reports a change of a host's health (or of a replica's, or of a route's: `scope`): an event and
 /// a metric.
-fn report_change(request: Option<&RequestView<'_>>, change: Option<(Scope, Change)>) {
+/// Logs and counts an entry's change of state, which `evidence`, the last attempt's, brought about.
+fn report_change(
+    request: Option<&RequestView<'_>>,
+    change: Option<(Scope, Change)>,
+    evidence: Evidence,
+) {
     match change {
         None => {}
         Some((scope, Change::Down { failures })) => {
-            log::host_down(request, failures, scope.as_str());
+            log::host_down(request, failures, scope.as_str(), evidence.as_str());
             metrics::host_state(request, "down", scope.as_str());
         }
         Some((scope, Change::Up { down_for, held })) => {

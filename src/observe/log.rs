@@ -19,7 +19,8 @@
 //! | `error.type` | why the attempt failed: a status code (`503`), a gRPC status's name (`UNAVAILABLE`), `connect`, `timeout`, `connection_closed`, `refused_stream`, `goaway`, or a custom classifier's [`Reason::Other`] ([`Reason::as_str`]) |
 //! | `delay.reason` | what set the delay: `backoff`, `throttle` (a `429`'s own schedule), `retry_after` (the server's `Retry-After` or rate-limit header), `cooldown` (the host's pause) |
 //! | `stop.reason` | why the retries stopped: `success`, `fatal`, `not_idempotent`, `not_replayable`, `max_retries`, `deadline`, `budget`, `retry_after_too_long`, `not_ready`, `cooldown`, `throttled`, `pushback` (a gRPC server asked for no retry), `opted_out` (a gRPC method's rule leaves the status out), `host_down` (the breaker found the host down); `max_restarts` for a supervised task ([`StopReason::as_str`]) |
-//! | `host.state` | a host's health, on its changes ([`Breaker`](crate::Breaker)): `down` (a `warn`, with `failures`), `probing` (a `debug`, with `probe`), `up` (an `info`, with `down_ms` and `held`) |
+//! | `host.state` | a host's health, on its changes ([`Breaker`](crate::Breaker)): `down` (a `warn`, with `failures` and `host.evidence`), `probing` (a `debug`, with `probe`), `up` (an `info`, with `down_ms` and `held`) |
+//! | `host.evidence` | beside `host.state = "down"`, what the last of the failures in a row was: `unanswered` (refused, reset, not resolved), `timed_out` (cut by the policy's attempt timeout), `silent` (unanswered long past what the host takes to answer, while it answered nothing else), `gateway` (a `502`, `503` or `504`, gRPC `UNAVAILABLE`, naming no delay) |
 //! | `host.scope` | which entry of the breaker's changed, beside `host.state`: `host` (the host, name and port), `route` (one path of it, which gateway failures put down alone), `replica` (one replica of a name with a [`ReplicaSet`](crate::ReplicaSet)) |
 //! | `run.outcome` | how a supervised task's run ended: `failed`, or `returned` (`Ok`, restarted with `restart_on_return`) |
 //!
@@ -116,14 +117,21 @@ pub(crate) fn cooling_down(view: Option<&RequestView<'_>>, wait: Duration) {
     );
 }
 
-/// The breaker found a request's host down after `failures` attempts in a row failed: a `warn`.
-pub(crate) fn host_down(view: Option<&RequestView<'_>>, failures: u32, scope: &'static str) {
+/// The breaker found a request's host down after `failures` attempts in a row failed, the last
+/// as `evidence` says: a `warn`.
+pub(crate) fn host_down(
+    view: Option<&RequestView<'_>>,
+    failures: u32,
+    scope: &'static str,
+    evidence: &'static str,
+) {
     event!(
         WARN,
         view,
         failures,
         host.state = "down",
         host.scope = scope,
+        host.evidence = evidence,
         "host down"
     );
 }

@@ -86,10 +86,15 @@ async fn a_path_answered_502_is_down_on_its_own_and_the_host_s_other_paths_are_s
         })
         .map(|event| {
             let scope = event.field("host.scope").to_owned();
-            (scope, event.field("url.path").to_owned())
+            let evidence = event.field("host.evidence").to_owned();
+            (scope, event.field("url.path").to_owned(), evidence)
         })
         .collect();
-    let route = ("route".to_owned(), "/reports".to_owned());
+    let route = (
+        "route".to_owned(),
+        "/reports".to_owned(),
+        "gateway".to_owned(),
+    );
     assert_eq!(changes, [route.clone(), route]);
 }
 
@@ -135,4 +140,10 @@ async fn down_probing_and_up_are_events() {
             host_state(Level::INFO, "host up", "up"),
         ]
     );
+    // Why it went down: its last attempt was refused.
+    let down = events
+        .stagger()
+        .into_iter()
+        .find(|e| e.message == "host down");
+    assert_eq!(down.unwrap().field("host.evidence"), "unanswered");
 }

@@ -103,6 +103,7 @@ async fn a_host_that_answered_in_milliseconds_and_answers_nothing_is_found_down_
         .breaker(Breaker::fail_fast())
         .build()
         .unwrap();
+    let events = common::capture();
     let host = Timed::answering_in(ms(1));
     // It answers in a millisecond, a call every 50 ms, for 2 s.
     let answered = calls(&policy, &host, ms(50), Duration::from_secs(2)).await;
@@ -121,6 +122,12 @@ async fn a_host_that_answered_in_milliseconds_and_answers_nothing_is_found_down_
     // What reached it from then on: the probes.
     let reached = host.hits_since(outage + down + ms(1));
     assert!(reached <= 8, "{reached} attempts after it was found down");
+    // The event says why: its silence.
+    let evidence: Vec<_> = (events.stagger().into_iter())
+        .filter(|event| event.message == "host down")
+        .map(|event| event.field("host.evidence").to_owned())
+        .collect();
+    assert_eq!(evidence, ["silent"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -114,6 +114,18 @@ impl Evidence {
         }
     }
 
+    /// The `host.evidence` of the event of an entry it puts down: `gateway`, `unanswered`,
+    /// `timed_out` or `silent` (`none` for what puts nothing down).
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Nothing | Self::Answered => "none",
+            Self::RouteFailed => "gateway",
+            Self::HostFailed => "unanswered",
+            Self::HostTimedOut => "timed_out",
+            Self::HostSilent => "silent",
+        }
+    }
+
     /// Whether it can put an entry into the table.
     pub(super) fn fails(self) -> bool {
         matches!(
