@@ -55,6 +55,7 @@ pub(crate) mod examine;
 pub(crate) mod run;
 
 use events::*;
+pub(crate) use events::{Fields, Recorded};
 use examine::*;
 use run::*;
 

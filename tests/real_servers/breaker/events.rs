@@ -37,6 +37,7 @@ impl Recorded {
         let recorder = Recorder {
             events: Arc::clone(&events),
             attempts: attempts.clone(),
+            origin: None,
         };
         let subscriber = tracing_subscriber::registry().with(recorder);
         let _on_this_thread = tracing::subscriber::set_default(subscriber);
@@ -51,6 +52,20 @@ impl Recorded {
         self.events.lock().unwrap().clone()
     }
 
+    /// The breaker's events of whatever runs under the dispatch returned (a future given it with
+    /// `WithSubscriber::with_subscriber`, on any thread), each with its `at`: the time since this
+    /// call, as `{:?}` prints it.
+    pub(crate) fn for_a_future() -> (Arc<Mutex<Vec<Fields>>>, tracing::Dispatch) {
+        let events = Arc::default();
+        let recorder = Recorder {
+            events: Arc::clone(&events),
+            attempts: None,
+            origin: Some(Instant::now()),
+        };
+        let subscriber = tracing_subscriber::registry().with(recorder);
+        (events, tracing::Dispatch::new(subscriber))
+    }
+
     /// The attempts sent so far, when recorded.
     pub(crate) fn attempts(&self) -> Vec<Sent> {
         (self.attempts.as_ref()).map_or_else(Vec::new, |sent| sent.lock().unwrap().clone())
@@ -60,6 +75,8 @@ impl Recorded {
 pub(super) struct Recorder {
     events: Arc<Mutex<Vec<Fields>>>,
     attempts: Option<Arc<Mutex<Vec<Sent>>>>,
+    /// When set, each event gets an `at`, the time since.
+    origin: Option<Instant>,
 }
 
 impl Recorder {
@@ -86,6 +103,11 @@ impl<S: Subscriber> Layer<S> for Recorder {
         let mut fields = Visitor::default();
         event.record(&mut fields);
         if fields.0.contains_key("host.state") {
+            if let Some(origin) = self.origin {
+                fields
+                    .0
+                    .insert("at".to_owned(), format!("{:?}", origin.elapsed()));
+            }
             self.events.lock().unwrap().push(fields.0);
         }
     }
