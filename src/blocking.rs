@@ -88,7 +88,14 @@ impl Wake for Unpark {
 
 /// Polls `future` on this thread until it is done. Its attempts are ready at their first poll and
 /// its pauses sleep the thread, so it never waits here; should it, the thread parks until woken.
+///
+/// Called inside a tokio task (blocking code in an async test, say), the future runs outside the
+/// task's cooperative budget: a zero delay and a call ended unsent spend a unit of it to let the
+/// task's neighbours run, which a blocked thread cannot, and the wake tokio defers until the task
+/// yields would never come.
 fn block_on<F: Future>(future: F) -> F::Output {
+    #[cfg(feature = "tokio")]
+    let future = tokio::task::coop::unconstrained(future);
     let mut future = pin!(future);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);

@@ -244,3 +244,36 @@ fn the_deadline_ends_both_after_the_attempts_it_had_room_for() {
     assert_eq!((blocking.attempts(), asynchronous.attempts()), (3, 3));
     assert_eq!(blocking.slept(), asynchronous.slept());
 }
+
+/// Blocking code called inside a tokio task, as a `#[tokio::test]` of it would: more zero-delay
+/// retries than the task's cooperative budget (128) do not stop the call. (The async adapters spend
+/// a unit of it on each zero delay, to let the task's neighbours run; a blocked thread cannot yield,
+/// and it parked for good at the 129th, its wake deferred until the task yielded.)
+#[test]
+fn called_inside_a_tokio_task_zero_delay_retries_past_the_task_s_budget_do_not_hang() {
+    let (ended, attempts) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let policy = RetryPolicy::builder()
+            .backoff(Backoff::fixed(Duration::ZERO))
+            .max_retries(300)
+            .budget(None)
+            .build()
+            .unwrap();
+        let refused = || Err::<(), _>(io::Error::from(io::ErrorKind::ConnectionRefused));
+        let connect = |_: &Result<(), io::Error>| Outcome::RetrySafe(Reason::Connect);
+        let error = runtime
+            .block_on(async { stagger::blocking::retry(&policy, refused, connect) })
+            .unwrap_err();
+        ended.send(error.info().attempts()).unwrap();
+    });
+    let attempts = attempts.recv_timeout(Duration::from_secs(10));
+    assert_eq!(
+        attempts,
+        Ok(301),
+        "the call returned, after its 300 retries"
+    );
+}
