@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::netns::Netns;
@@ -207,15 +207,40 @@ http {{
     )
 }
 
+/// Where each nginx keeps its files: in memory (`/dev/shm`) where the machine has it, else the
+/// temporary directory.
+///
+/// nginx runs here as one process (`master_process off`), and writes each access log line, and an
+/// error log line per request `limit_req` refuses, as the request ends: on a disk busy writing a
+/// build's gigabytes back, one write may block it for seconds, during which it answers no one, and
+/// a client that saw it answer in microseconds rightly finds it down (its silence is the breaker's
+/// evidence). The suite tests the client, not the machine's disk.
+fn base_dir() -> PathBuf {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let shm = PathBuf::from("/dev/shm");
+        let writable = |dir: &Path| {
+            let probe = dir.join(format!("stagger-probe-{}", std::process::id()));
+            let made = std::fs::create_dir_all(&probe).is_ok();
+            let _ = std::fs::remove_dir(&probe);
+            made
+        };
+        if shm.is_dir() && writable(&shm) {
+            shm
+        } else {
+            std::env::temp_dir()
+        }
+    })
+    .clone()
+}
+
 /// A fresh directory for one nginx, with its document root and `/ok.txt`. The first one of a run
 /// deletes the directories that runs that crashed left behind.
 fn fresh_dir() -> PathBuf {
     const PREFIX: &str = "stagger-nginx-";
     static LEFTOVERS: Once = Once::new();
     LEFTOVERS.call_once(|| {
-        let entries = std::fs::read_dir(std::env::temp_dir())
-            .into_iter()
-            .flatten();
+        let entries = std::fs::read_dir(base_dir()).into_iter().flatten();
         for entry in entries.flatten() {
             if left_by_a_dead_run(&entry.file_name().to_string_lossy(), PREFIX) {
                 let _ = std::fs::remove_dir_all(entry.path());
@@ -224,7 +249,7 @@ fn fresh_dir() -> PathBuf {
     });
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{n}", std::process::id()));
+    let dir = base_dir().join(format!("{PREFIX}{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("www")).unwrap();
     std::fs::write(dir.join("www/ok.txt"), "ok").unwrap();
