@@ -546,9 +546,8 @@ fn guards_fail_fast(policy: &RetryPolicy) -> bool {
     (policy.shared.settings.shapes.breaker).is_some_and(|breaker| breaker.hold_bound().is_none())
 }
 
-/// Reports a change of a host's health (or of a replica's, or of a route's: `scope`): an event and
-/// a metric.
-/// Logs and counts an entry's change of state, which `evidence`, the last attempt's, brought about.
+/// Reports a change of a host's health (or of a replica's, or of a route's: `scope`), which
+/// `evidence`, the last attempt's, brought about: an event and a metric.
 fn report_change(
     request: Option<&RequestView<'_>>,
     change: Option<(Scope, Change)>,
