@@ -76,6 +76,7 @@ fn main() -> ExitCode {
         async time_evidence::behind_nginx_answering_502_through_a_10_s_restart_no_held_call_with_time_left_fails [Nginx];
         async time_evidence::a_host_that_turns_from_1_ms_to_300_ms_is_never_found_down_and_every_call_ends_200 [Nginx];
         async hung_upstream::a_call_to_an_upstream_that_never_answers_ends_at_its_1_s_deadline_and_nginx_logs_499 [Nginx];
+        sync limit_req::every_attempt_reaches_its_run_s_own_nginx [Nginx];
         sync limit_req::with_host_cooldown_the_client_gets_90_percent_of_the_quota [Nginx];
         sync limit_req::host_cooldown_draws_fewer_429s_than_no_cooldown [Nginx];
         sync limit_req::with_host_cooldown_every_call_ends_200_within_its_deadline [Nginx];

@@ -313,6 +313,26 @@ pub(crate) fn no_retry_of_a_429_reaches_nginx_before_its_retry_after() {
     }
 }
 
+pub(crate) fn every_attempt_reaches_its_run_s_own_nginx() {
+    // What the other tests read of a run is its nginx's log: a run whose calls went to another
+    // server (its port taken for its own), or to none, would read as a run with no 429s, or as a
+    // host found down. nginx logs a request as it ends, before the client has read the answer, so
+    // an attempt the client counted is logged by the time the run ends; a handful may have been
+    // cut short before nginx read them.
+    let mut wrong = Vec::new();
+    for run in the_runs() {
+        let attempts: usize = run.calls.iter().map(|call| call.attempts as usize).sum();
+        let logged = run.log.len();
+        if logged > attempts || logged + attempts / 100 + 2 < attempts {
+            wrong.push(format!(
+                "{}: {attempts} attempts, {logged} requests in its nginx's log",
+                run.label()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:?}");
+}
+
 pub(crate) fn with_host_cooldown_the_client_gets_90_percent_of_the_quota() {
     // Goal: a client that waits when told to still gets what the quota allows. Waiters let go over
     // U[0, 1 s] after each pause got one request through per pause (nginx without a burst serves one

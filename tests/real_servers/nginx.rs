@@ -98,22 +98,42 @@ impl Nginx {
         panic!("nginx did not start:\n{}", failures.join("\n"));
     }
 
-    /// Waits (at most 5 s) until the server accepts connections; its error log if it exited first.
+    /// Waits (at most 5 s) until this nginx listens on its port and accepts connections; its error
+    /// log if it exited first, or failed to bind.
+    ///
+    /// A connection accepted on the port does not say that this nginx took it: two probes of
+    /// `free_port` at once may be handed the same port, and an nginx that cannot bind it tries
+    /// again for 2.5 s (5 times, 500 ms apart) before it exits, while the server that has the port
+    /// accepts. Taking that one for this nginx sent one test's calls to another test's server (CI
+    /// saw a `limit_req` run's 10 000 calls in the breaker's nginx). nginx writes its pid file once
+    /// its listening sockets are bound, never before: the fresh directory holds none until then.
     async fn accepting(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(5);
+        let pid = self.dir.join("nginx.pid");
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                let log = std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default();
-                return Err(format!("nginx exited ({status}): {log}"));
+                return Err(format!("nginx exited ({status}): {}", self.error_log()));
             }
-            if tokio::net::TcpStream::connect(self.addr).await.is_ok() {
+            let bound = std::fs::read_to_string(&pid).is_ok_and(|pid| !pid.trim().is_empty());
+            if bound && tokio::net::TcpStream::connect(self.addr).await.is_ok() {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!("nginx not accepting on {} after 5 s", self.addr));
+                // Not ours: killed, so that it does not take the port after another is chosen.
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err(format!(
+                    "nginx not listening on {} after 5 s: {}",
+                    self.addr,
+                    self.error_log()
+                ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
     }
 
     /// Where it listens.

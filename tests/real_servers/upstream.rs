@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::{JoinHandle, JoinSet};
 
 type Answer = Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send>>;
@@ -36,6 +36,10 @@ pub struct Backend {
     addr: SocketAddr,
     handler: Handler,
     serving: Option<JoinHandle<()>>,
+    /// While stopped, the port bound and not listening: a connection to it is refused as to a port
+    /// nobody has, and no other server of the suite is handed it in the meantime (a `free_port`
+    /// probe, another backend's bind to port 0), which would then answer for this one.
+    reserved: Option<TcpSocket>,
 }
 
 impl Backend {
@@ -47,6 +51,7 @@ impl Backend {
             addr,
             handler,
             serving,
+            reserved: None,
         }
     }
 
@@ -55,22 +60,36 @@ impl Backend {
     }
 
     /// Stops serving: the listener is closed (a connection is refused) and every open connection
-    /// dropped, by the time this returns.
+    /// dropped, by the time this returns. The port stays this backend's, bound and not listening.
     pub async fn stop(&mut self) {
         if let Some(serving) = self.serving.take() {
             serving.abort();
             // Cancelled: the accept loop, its listener and its set of connections are dropped.
             let _ = serving.await;
+            self.reserved = Some(reserve(self.addr));
         }
     }
 
-    /// Serves again on the same port. tokio's `bind` sets `SO_REUSEADDR`, so the connections of the
-    /// last run still in `TIME_WAIT` do not hold the port.
+    /// Serves again on the same port, its reservation let go the moment before. tokio's `bind` sets
+    /// `SO_REUSEADDR`, so the connections of the last run still in `TIME_WAIT` do not hold the port.
     pub async fn restart(&mut self) {
         assert!(self.serving.is_none(), "restart a stopped backend");
+        self.reserved = None;
         let listener = TcpListener::bind(self.addr).await.unwrap();
         self.serving = Some(tokio::spawn(serve(listener, Arc::clone(&self.handler))));
     }
+}
+
+/// `addr` bound by a socket that does not listen: a connection to it is refused. With
+/// `SO_REUSEADDR`, as the listener had, so that the connections it closed, in `TIME_WAIT`, do not
+/// stand in its way; a bind to port 0 is never handed a port so held, nor is a bind without it.
+fn reserve(addr: SocketAddr) -> TcpSocket {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket
+        .bind(addr)
+        .unwrap_or_else(|why| panic!("keeping the stopped backend's port {addr}: {why}"));
+    socket
 }
 
 impl Drop for Backend {
