@@ -34,6 +34,31 @@ pub async fn until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// A port on 127.0.0.1 that refuses connections while this lives: bound and not listening, so that
+/// no server the suite starts meanwhile (a mock on port 0, a test beside this one) is handed it, as
+/// it could be a port that was bound, read and let go.
+pub struct ClosedPort {
+    _bound: tokio::net::TcpSocket,
+    pub port: u16,
+}
+
+impl ClosedPort {
+    pub fn new() -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        let port = socket.local_addr().unwrap().port();
+        Self {
+            _bound: socket,
+            port,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
 /// One event: its level, message and every other field, as text.
 #[derive(Debug, Clone)]
 pub struct Captured {

@@ -11,10 +11,7 @@ use super::*;
 
 #[tokio::test]
 async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let closed = common::ClosedPort::new();
     let retries = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&retries);
     let events = Events::default();
@@ -30,7 +27,7 @@ async fn connection_refused_is_retried_and_the_reqwest_error_returned() {
 
     let report = RetryReport::new();
     let result = client
-        .get(format!("http://127.0.0.1:{port}/"))
+        .get(closed.url())
         .with_extension(report.clone())
         .send()
         .await;

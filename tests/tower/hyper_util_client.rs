@@ -58,13 +58,13 @@ async fn fails_twice_then_succeeds() {
 
 #[tokio::test]
 async fn connect_refused_is_classified_as_connect_and_the_error_still_answers_is_connect() {
-    let port = closed_port();
+    let closed = common::ClosedPort::new();
     let (policy, events) = recorded(exact(ms(1)).max_retries(2));
 
     let error = ServiceBuilder::new()
         .layer(RetryLayer::new(policy))
         .service(client())
-        .oneshot(get(&format!("http://127.0.0.1:{port}/")))
+        .oneshot(get(&closed.url()))
         .await
         .unwrap_err();
 
@@ -74,10 +74,4 @@ async fn connect_refused_is_classified_as_connect_and_the_error_still_answers_is
     let events = events.lock().unwrap();
     assert_eq!(events.len(), 2);
     assert!(events.iter().all(|e| e.reason == Reason::Connect));
-}
-
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }

@@ -35,12 +35,6 @@ fn info(response: &reqwest::Response) -> RetryInfo {
     RetryInfo::of(response.extensions())
 }
 
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 #[tokio::test]
 async fn every_retryable_status_is_retried() {
     let server = MockServer::start().await;
@@ -202,8 +196,9 @@ async fn fails_twice_then_succeeds() {
 async fn connect_refused_is_retried_and_the_error_still_answers_is_connect() {
     let (policy, events) = recorded(quick().max_retries(2));
     let client = client();
+    let closed = common::ClosedPort::new();
     let request = client
-        .post(format!("http://127.0.0.1:{}/", closed_port()))
+        .post(closed.url())
         .body("never sent")
         .build()
         .unwrap();
