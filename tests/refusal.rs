@@ -15,16 +15,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use http::{Extensions, Request, Response};
-use reqwest_middleware::{ClientBuilder, Middleware, Next};
-mod common;
-
+use http::{Request, Response};
+use reqwest_middleware::ClientBuilder;
 use stagger::{
     Backoff, Breaker, Jitter, Outcome, Overrides, Reason, RetryBudget, RetryInfo, RetryLayer,
     RetryMiddleware, RetryPolicy, RetryPolicyBuilder, RetryReport, StopReason,
 };
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt, service_fn};
+
+mod common;
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -96,23 +96,6 @@ async fn a_loop_of_calls_to_a_host_failing_fast_turns_at_the_backoff_s_pace_with
     assert!(hits <= 4 + 19, "{hits} attempts reached the host");
 }
 
-/// The last middleware of the chain: a server that answers `503` to everything.
-struct Unavailable(Arc<AtomicU32>);
-
-#[async_trait::async_trait]
-impl Middleware for Unavailable {
-    async fn handle(
-        &self,
-        _: reqwest::Request,
-        _: &mut Extensions,
-        _: Next<'_>,
-    ) -> reqwest_middleware::Result<reqwest::Response> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        let response = http::Response::builder().status(503).body("").unwrap();
-        Ok(reqwest::Response::from(response))
-    }
-}
-
 /// A loop of calls through `RetryMiddleware` for 10 s of the paused clock, against a backend that
 /// answers `503`, under a budget of one retry a second and no breaker: how many attempts reached it,
 /// and how the last call ended. `overrides` are every call's.
@@ -120,7 +103,10 @@ async fn budget_loop(policy: RetryPolicy, overrides: Option<Overrides>) -> (u32,
     let hits = Arc::new(AtomicU32::new(0));
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(policy))
-        .with(Unavailable(Arc::clone(&hits)))
+        .with(common::Answering {
+            status: 503,
+            hits: Arc::clone(&hits),
+        })
         .build();
     let start = Instant::now();
     let mut last = None;

@@ -59,6 +59,29 @@ impl ClosedPort {
     }
 }
 
+/// The last middleware of a reqwest-middleware chain, in place of the network: answers every
+/// request with its status, counting them.
+#[cfg(feature = "reqwest-middleware")]
+pub struct Answering {
+    pub status: u16,
+    pub hits: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+#[cfg(feature = "reqwest-middleware")]
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Answering {
+    async fn handle(
+        &self,
+        _: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        (self.hits).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let response = http::Response::builder().status(self.status).body("");
+        Ok(reqwest::Response::from(response.unwrap()))
+    }
+}
+
 /// One event: its level, message and every other field, as text.
 #[derive(Debug, Clone)]
 pub struct Captured {

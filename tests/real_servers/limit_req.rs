@@ -78,6 +78,11 @@ impl Run {
         format!("{:?}, cooldown {cooldown}, {:?}", self.limit, self.adapter)
     }
 
+    /// The attempts its calls made.
+    fn attempts(&self) -> usize {
+        self.calls.iter().map(|call| call.attempts as usize).sum()
+    }
+
     fn logged(&self, status: u16) -> usize {
         self.log.iter().filter(|line| line.status == status).count()
     }
@@ -144,14 +149,14 @@ impl Run {
         let mut gaps: Vec<Duration> = admitted.windows(2).map(|w| w[1] - w[0]).collect();
         gaps.sort_unstable();
         let median_gap = gaps.get(gaps.len() / 2).copied().unwrap_or_default();
-        let attempts: u32 = self.calls.iter().map(|c| c.attempts).sum();
         format!(
-            "limit_req {}: nginx answered {} 200s and {} 429s ({attempts} attempts); goodput \
+            "limit_req {}: nginx answered {} 200s and {} 429s ({} attempts); goodput \
              {:.2}/s ({:.0} % of {QUOTA}/s), a median {median_gap:?} between 200s; slowest call \
              {slowest:?}; {} calls failed: {failures:?}{}",
             self.label(),
             self.logged(200),
             self.logged(429),
+            self.attempts(),
             self.goodput(),
             100.0 * self.goodput() / QUOTA,
             self.failed().len(),
@@ -321,8 +326,7 @@ pub(crate) fn every_attempt_reaches_its_run_s_own_nginx() {
     // cut short before nginx read them.
     let mut wrong = Vec::new();
     for run in the_runs() {
-        let attempts: usize = run.calls.iter().map(|call| call.attempts as usize).sum();
-        let logged = run.log.len();
+        let (attempts, logged) = (run.attempts(), run.log.len());
         if logged > attempts || logged + attempts / 100 + 2 < attempts {
             wrong.push(format!(
                 "{}: {attempts} attempts, {logged} requests in its nginx's log",

@@ -119,9 +119,7 @@ impl Nginx {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                // Not ours: killed, so that it does not take the port after another is chosen.
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                // Killed by the drop that follows, before another port is tried.
                 return Err(format!(
                     "nginx not listening on {} after 5 s: {}",
                     self.addr,

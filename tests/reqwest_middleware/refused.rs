@@ -6,27 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use http::Extensions;
-use reqwest_middleware::{Middleware, Next};
 use stagger::{Rejected, StopReason};
 
 use super::*;
-
-/// The last middleware of the chain, in place of the network: counts what reaches it.
-struct Counted(Arc<AtomicU32>);
-
-#[async_trait::async_trait]
-impl Middleware for Counted {
-    async fn handle(
-        &self,
-        _: reqwest::Request,
-        _: &mut Extensions,
-        _: Next<'_>,
-    ) -> reqwest_middleware::Result<reqwest::Response> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(reqwest::Response::from(http::Response::new("")))
-    }
-}
 
 #[tokio::test]
 async fn a_loop_of_calls_refused_at_once_lets_the_tasks_beside_it_run() {
@@ -37,7 +19,10 @@ async fn a_loop_of_calls_refused_at_once_lets_the_tasks_beside_it_run() {
     let hits = Arc::new(AtomicU32::new(0));
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(policy))
-        .with(Counted(Arc::clone(&hits)))
+        .with(common::Answering {
+            status: 200,
+            hits: Arc::clone(&hits),
+        })
         .build();
     let calls = common::refused_before_a_neighbour_runs(|| {
         let call = client.get("http://api.test/").send();

@@ -39,8 +39,7 @@ impl Recorded {
             attempts: attempts.clone(),
             origin: None,
         };
-        let subscriber = tracing_subscriber::registry().with(recorder);
-        let _on_this_thread = tracing::subscriber::set_default(subscriber);
+        let _on_this_thread = tracing::dispatcher::set_default(&recorder.dispatch());
         Self {
             events,
             attempts,
@@ -62,8 +61,7 @@ impl Recorded {
             attempts: None,
             origin: Some(Instant::now()),
         };
-        let subscriber = tracing_subscriber::registry().with(recorder);
-        (events, tracing::Dispatch::new(subscriber))
+        (events, recorder.dispatch())
     }
 
     /// The attempts sent so far, when recorded.
@@ -80,6 +78,11 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
+    /// A subscriber of its own, recording.
+    fn dispatch(self) -> tracing::Dispatch {
+        tracing::Dispatch::new(tracing_subscriber::registry().with(self))
+    }
+
     pub(super) fn wants(&self, metadata: &Metadata<'_>) -> bool {
         metadata.target() == "stagger::log"
             || self.attempts.is_some() && metadata.target() == "stagger::span"
