@@ -9,25 +9,6 @@ use wiremock::{Mock, ResponseTemplate};
 
 use super::*;
 
-/// A server in process: the last middleware of a chain, which answers every request 503 at once and
-/// counts them.
-struct AlwaysUnavailable(Arc<AtomicU32>);
-
-#[async_trait::async_trait]
-impl reqwest_middleware::Middleware for AlwaysUnavailable {
-    async fn handle(
-        &self,
-        _: reqwest::Request,
-        _: &mut http::Extensions,
-        _: reqwest_middleware::Next<'_>,
-    ) -> reqwest_middleware::Result<reqwest::Response> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        let mut response = http::Response::new("");
-        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        Ok(response.into())
-    }
-}
-
 // In virtual time, against a server in process, so that the times are exact: in real time the second
 // 503 had to come back within 100 ms for the call to end before the deadline.
 #[tokio::test(start_paused = true)]
@@ -43,7 +24,10 @@ async fn retries_stop_at_the_deadline() {
     let hits = Arc::new(AtomicU32::new(0));
     let client = ClientBuilder::new(reqwest_client().build().unwrap())
         .with(RetryMiddleware::new(policy))
-        .with(AlwaysUnavailable(Arc::clone(&hits)))
+        .with(common::Answering {
+            status: 503,
+            hits: Arc::clone(&hits),
+        })
         .build();
 
     let start = tokio::time::Instant::now();
